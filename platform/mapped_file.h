@@ -1,0 +1,42 @@
+// MappedFile: a read-only memory map of a whole file (weights are used in place).
+#ifndef KVEDGE_PLATFORM_MAPPED_FILE_H_
+#define KVEDGE_PLATFORM_MAPPED_FILE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "platform/status.h"
+
+namespace kvedge {
+
+// Owns the mapping; move-only. The bytes stay valid until destruction.
+// Thread-safe for concurrent reads.
+class MappedFile {
+ public:
+  // Errors: missing file (kNotFound), a directory or non-regular file,
+  // an empty file (kInvalidArgument), permission or mmap failures (kIoError).
+  static StatusOr<MappedFile> Open(const std::string& path);
+
+  MappedFile() = default;
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  void Reset();
+
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  std::string path_;
+};
+
+}  // namespace kvedge
+
+#endif  // KVEDGE_PLATFORM_MAPPED_FILE_H_

@@ -1,0 +1,163 @@
+// mimalloc-backed aligned buffers, budgets, size parsing and RSS readings.
+#include "platform/memory.h"
+
+#include <mimalloc.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "platform/alloc_counter.h"
+
+namespace kvedge {
+
+std::string FormatBytes(uint64_t bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[48];
+  if (u == 0) {
+    std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(bytes));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.*f %s", v < 10 ? 2 : 1, v, kUnits[u]);
+  }
+  return buf;
+}
+
+StatusOr<uint64_t> ParseByteSize(const std::string& text) {
+  const auto bad = [&text]() {
+    return InvalidArgument("cannot read '" + text +
+                           "' as a size: expected a number with an optional unit B, KiB, MiB or GiB "
+                           "(e.g. 64MiB, 1.5GiB, 4096)");
+  };
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  if (i == 0 || i > 24) return bad();
+  const std::string number = text.substr(0, i);
+  if (number.find('.') != number.rfind('.') || number == ".") return bad();
+  char* end = nullptr;
+  const double value = std::strtod(number.c_str(), &end);
+  if (end != number.c_str() + number.size() || !std::isfinite(value)) return bad();
+  std::string unit;
+  for (size_t j = i; j < text.size(); ++j) {
+    if (text[j] == ' ' && unit.empty()) continue;
+    unit += static_cast<char>(std::tolower(static_cast<unsigned char>(text[j])));
+  }
+  double mult;
+  if (unit.empty() || unit == "b") {
+    mult = 1;
+  } else if (unit == "k" || unit == "kb" || unit == "kib") {
+    mult = 1024.0;
+  } else if (unit == "m" || unit == "mb" || unit == "mib") {
+    mult = 1024.0 * 1024;
+  } else if (unit == "g" || unit == "gb" || unit == "gib") {
+    mult = 1024.0 * 1024 * 1024;
+  } else if (unit == "t" || unit == "tb" || unit == "tib") {
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  } else {
+    return bad();
+  }
+  const double bytes = value * mult;
+  if (bytes >= 1.8e19) return InvalidArgument("size '" + text + "' is too large");
+  if (mult == 1 && value != std::floor(value)) return bad();
+  return static_cast<uint64_t>(std::llround(bytes));
+}
+
+MemoryBudget::MemoryBudget(std::string name, uint64_t limit_bytes)
+    : name_(std::move(name)), limit_(limit_bytes) {}
+
+Status MemoryBudget::Reserve(uint64_t bytes, const char* what) {
+  uint64_t cur = used_.load(std::memory_order_relaxed);
+  for (;;) {
+    if (bytes > limit_ - cur) {
+      return ResourceExhausted(std::string(what) + " needs " + FormatBytes(bytes) + " but " + name_ +
+                               " has " + FormatBytes(limit_ - cur) + " left of " + FormatBytes(limit_));
+    }
+    if (used_.compare_exchange_weak(cur, cur + bytes, std::memory_order_relaxed)) break;
+  }
+  const uint64_t now = cur + bytes;
+  uint64_t hw = high_water_.load(std::memory_order_relaxed);
+  while (now > hw && !high_water_.compare_exchange_weak(hw, now, std::memory_order_relaxed)) {
+  }
+  return OkStatus();
+}
+
+void MemoryBudget::Release(uint64_t bytes) {
+  const uint64_t before = used_.fetch_sub(bytes, std::memory_order_relaxed);
+  KVEDGE_CHECK(before >= bytes);
+}
+
+StatusOr<AlignedBuffer> AlignedBuffer::Allocate(size_t bytes, const char* what) {
+  AlignedBuffer buf;
+  if (bytes == 0) return buf;
+  NoteAllocation();
+  void* p = mi_zalloc_aligned(RoundUp(bytes, kAlignment), kAlignment);
+  if (p == nullptr) {
+    return ResourceExhausted(std::string("cannot allocate ") + FormatBytes(bytes) + " for " + what);
+  }
+  buf.data_ = static_cast<uint8_t*>(p);
+  buf.size_ = bytes;
+  return buf;
+}
+
+StatusOr<AlignedBuffer> AlignedBuffer::Allocate(MemoryBudget& budget, size_t bytes, const char* what) {
+  KVEDGE_RETURN_IF_ERROR(budget.Reserve(bytes, what));
+  auto buf = Allocate(bytes, what);
+  if (!buf.ok()) {
+    budget.Release(bytes);
+    return buf.status();
+  }
+  buf->budget_ = &budget;
+  return buf;
+}
+
+AlignedBuffer::AlignedBuffer(AlignedBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      budget_(std::exchange(other.budget_, nullptr)) {}
+
+AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    budget_ = std::exchange(other.budget_, nullptr);
+  }
+  return *this;
+}
+
+AlignedBuffer::~AlignedBuffer() { Reset(); }
+
+void AlignedBuffer::Reset() {
+  if (data_ != nullptr) mi_free(data_);
+  if (budget_ != nullptr) budget_->Release(size_);
+  data_ = nullptr;
+  size_ = 0;
+  budget_ = nullptr;
+}
+
+uint64_t PeakRssBytes() {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+uint64_t CurrentRssBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long long pages_total = 0, pages_resident = 0;
+  const int n = std::fscanf(f, "%llu %llu", &pages_total, &pages_resident);
+  std::fclose(f);
+  if (n != 2) return 0;
+  return pages_resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace kvedge

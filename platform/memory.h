@@ -1,0 +1,88 @@
+// Aligned allocation through mimalloc and MemoryBudget byte accounting.
+// Everything big (KV arena, scratch) is reserved once from a budget.
+#ifndef KVEDGE_PLATFORM_MEMORY_H_
+#define KVEDGE_PLATFORM_MEMORY_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "platform/status.h"
+
+namespace kvedge {
+
+inline constexpr size_t kAlignment = 64;  // bytes: a cache line, ≥ any vector
+
+// Rounds n up to a multiple of `align` (a power of two).
+constexpr size_t RoundUp(size_t n, size_t align) { return (n + align - 1) & ~(align - 1); }
+
+// "64 MiB", "1.5 GiB", "512 B".
+std::string FormatBytes(uint64_t bytes);
+// Parses "4096", "64KiB", "64MiB", "1.5GiB", "2G", "512k" (binary units).
+// Errors name the text and the accepted forms.
+StatusOr<uint64_t> ParseByteSize(const std::string& text);
+
+// Byte accounting with a hard limit. Reserve() refuses (kResourceExhausted)
+// anything beyond the limit. Thread-safe.
+class MemoryBudget {
+ public:
+  // `name` appears in error messages ("KV arena budget").
+  MemoryBudget(std::string name, uint64_t limit_bytes);
+  MemoryBudget(const MemoryBudget&) = delete;
+  MemoryBudget& operator=(const MemoryBudget&) = delete;
+
+  Status Reserve(uint64_t bytes, const char* what);
+  void Release(uint64_t bytes);
+
+  uint64_t limit() const { return limit_; }
+  uint64_t used() const { return used_.load(std::memory_order_relaxed); }
+  uint64_t available() const { return limit_ - used(); }
+  uint64_t high_water() const { return high_water_.load(std::memory_order_relaxed); }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  uint64_t limit_;
+  std::atomic<uint64_t> used_{0};
+  std::atomic<uint64_t> high_water_{0};
+};
+
+// 64-byte aligned, zero-initialised heap block from mimalloc. Move-only owner.
+// When made from a budget, destruction releases the bytes to it (the budget
+// must outlive the buffer).
+class AlignedBuffer {
+ public:
+  static StatusOr<AlignedBuffer> Allocate(size_t bytes, const char* what);
+  static StatusOr<AlignedBuffer> Allocate(MemoryBudget& budget, size_t bytes, const char* what);
+
+  AlignedBuffer() = default;
+  AlignedBuffer(AlignedBuffer&& other) noexcept;
+  AlignedBuffer& operator=(AlignedBuffer&& other) noexcept;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer();
+
+  uint8_t* data() { return data_; }
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  template <typename T>
+  T* as() { return reinterpret_cast<T*>(data_); }
+  template <typename T>
+  const T* as() const { return reinterpret_cast<const T*>(data_); }
+
+ private:
+  void Reset();
+
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  MemoryBudget* budget_ = nullptr;
+};
+
+// Peak and current resident set size of this process, bytes.
+uint64_t PeakRssBytes();
+uint64_t CurrentRssBytes();
+
+}  // namespace kvedge
+
+#endif  // KVEDGE_PLATFORM_MEMORY_H_

@@ -1,0 +1,17 @@
+// The kvedge CLI's subcommands: each registers its flags on a CLI11 app and
+// runs after parsing, returning the process exit code.
+#ifndef KVEDGE_RUNTIME_CLI_COMMANDS_H_
+#define KVEDGE_RUNTIME_CLI_COMMANDS_H_
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace kvedge::cli {
+
+// Registers a subcommand; the returned function runs it after a successful parse.
+using CommandRunner = std::function<int()>;
+CommandRunner RegisterInfoCommand(CLI::App& app);
+
+}  // namespace kvedge::cli
+
+#endif  // KVEDGE_RUNTIME_CLI_COMMANDS_H_

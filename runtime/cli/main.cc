@@ -1,0 +1,31 @@
+// The kvedge command line: subcommands in the style of llama.cpp's tools.
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+#include "runtime/cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvedge: streaming LLM inference on CPUs with a compressed, bounded KV cache"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("kvedge ") + KVEDGE_VERSION);
+  std::vector<std::pair<CLI::App*, kvedge::cli::CommandRunner>> commands;
+  const auto add = [&](kvedge::cli::CommandRunner run) {
+    commands.emplace_back(app.get_subcommands({}).back(), std::move(run));
+  };
+  add(kvedge::cli::RegisterInfoCommand(app));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "kvedge: %s\nRun 'kvedge --help' (or 'kvedge <command> --help') for usage.\n", e.what());
+    return 2;
+  }
+  for (auto& [sub, run] : commands) {
+    if (sub->parsed()) return run();
+  }
+  return 2;
+}

@@ -1,0 +1,66 @@
+// MappedFile: maps real files; fails cleanly on missing, empty, directory.
+#include "platform/mapped_file.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "tests/testing/test_data.h"
+
+namespace kvedge {
+namespace {
+
+TEST(MappedFileTest, MapsWholeFile) {
+  const std::string dir = testing::TempDir();
+  const std::string path = dir + "/f.bin";
+  { std::ofstream(path, std::ios::binary) << "hello kvedge"; }
+  auto f = MappedFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_EQ(f->size(), 12u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(f->data()), f->size()), "hello kvedge");
+  MappedFile moved = std::move(f).value();
+  EXPECT_EQ(moved.size(), 12u);
+  EXPECT_EQ(moved.path(), path);
+}
+
+TEST(MappedFileTest, MapsRealModel) {
+  auto f = MappedFile::Open(testing::SharedPath("models/stories260K.bin"));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->size(), 1056540u);
+}
+
+TEST(MappedFileTest, MissingFile) {
+  auto f = MappedFile::Open("/nonexistent/kvedge/model.gguf");
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(f.status().message().find("/nonexistent/kvedge/model.gguf"), std::string::npos);
+}
+
+TEST(MappedFileTest, EmptyFile) {
+  const std::string path = testing::TempDir() + "/empty";
+  { std::ofstream out(path); }
+  auto f = MappedFile::Open(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(f.status().message().find("empty"), std::string::npos);
+}
+
+TEST(MappedFileTest, Directory) {
+  auto f = MappedFile::Open(testing::TempDir());
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("directory"), std::string::npos);
+}
+
+TEST(MappedFileTest, Unreadable) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root reads any file";
+  const std::string path = testing::TempDir() + "/secret";
+  { std::ofstream(path) << "x"; }
+  ::chmod(path.c_str(), 0);
+  auto f = MappedFile::Open(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kIoError);
+}
+
+}  // namespace
+}  // namespace kvedge

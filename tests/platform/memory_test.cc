@@ -1,0 +1,107 @@
+// Aligned buffers, MemoryBudget accounting and refusal, size parsing.
+#include "platform/memory.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace kvedge {
+namespace {
+
+TEST(AlignedBufferTest, AlignedAndZeroed) {
+  for (size_t n : {1u, 63u, 64u, 1000u, 1u << 20}) {
+    auto b = AlignedBuffer::Allocate(n, "test");
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data()) % kAlignment, 0u);
+    EXPECT_EQ(b->size(), n);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(b->data()[i], 0);
+  }
+}
+
+TEST(MemoryBudgetTest, ReservesReleasesAndTracksHighWater) {
+  MemoryBudget budget("test budget", 1000);
+  ASSERT_TRUE(budget.Reserve(600, "a").ok());
+  ASSERT_TRUE(budget.Reserve(400, "b").ok());
+  EXPECT_EQ(budget.used(), 1000u);
+  EXPECT_EQ(budget.available(), 0u);
+  budget.Release(700);
+  EXPECT_EQ(budget.used(), 300u);
+  EXPECT_EQ(budget.high_water(), 1000u);
+}
+
+TEST(MemoryBudgetTest, RefusesBeyondLimitWithClearMessage) {
+  MemoryBudget budget("KV budget", 1024);
+  ASSERT_TRUE(budget.Reserve(1000, "sinks").ok());
+  const Status s = budget.Reserve(100, "window block");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(), "window block needs 100 B but KV budget has 24 B left of 1.00 KiB");
+  EXPECT_EQ(budget.used(), 1000u);  // a refusal reserves nothing
+}
+
+TEST(MemoryBudgetTest, BufferReleasesToBudget) {
+  MemoryBudget budget("b", 4096);
+  {
+    auto buf = AlignedBuffer::Allocate(budget, 3000, "arena");
+    ASSERT_TRUE(buf.ok());
+    EXPECT_EQ(budget.used(), 3000u);
+    auto too_big = AlignedBuffer::Allocate(budget, 2000, "more");
+    EXPECT_FALSE(too_big.ok());
+    AlignedBuffer moved = std::move(buf).value();
+    EXPECT_EQ(budget.used(), 3000u);
+  }
+  EXPECT_EQ(budget.used(), 0u);
+  EXPECT_EQ(budget.high_water(), 3000u);
+}
+
+TEST(MemoryBudgetTest, ConcurrentReservationsNeverExceedLimit) {
+  MemoryBudget budget("b", 10000);
+  std::vector<std::thread> threads;
+  std::atomic<int> granted{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) {
+        if (budget.Reserve(7, "x").ok()) granted++;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(granted.load(), 10000 / 7);
+  EXPECT_LE(budget.used(), budget.limit());
+}
+
+TEST(ParseByteSizeTest, AcceptsUnits) {
+  EXPECT_EQ(*ParseByteSize("4096"), 4096u);
+  EXPECT_EQ(*ParseByteSize("64KiB"), 64u * 1024);
+  EXPECT_EQ(*ParseByteSize("64MiB"), 64u << 20);
+  EXPECT_EQ(*ParseByteSize("64M"), 64u << 20);
+  EXPECT_EQ(*ParseByteSize("1.5GiB"), 3u << 29);
+  EXPECT_EQ(*ParseByteSize("2 gb"), 2ull << 30);
+}
+
+TEST(ParseByteSizeTest, RejectsNonsense) {
+  for (const char* bad : {"", "MiB", "-5MiB", "12parsecs", "1.2.3M", "1.5", ".", "99999999999999999999999999"}) {
+    auto r = ParseByteSize(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
+    }
+  }
+  EXPECT_FALSE(ParseByteSize("30000000TiB").ok());
+}
+
+TEST(FormatBytesTest, HumanUnits) {
+  EXPECT_EQ(FormatBytes(512), "512 B");
+  EXPECT_EQ(FormatBytes(64u << 20), "64.0 MiB");
+  EXPECT_EQ(FormatBytes(1536), "1.50 KiB");
+}
+
+TEST(RssTest, ReportsSomething) {
+  EXPECT_GT(CurrentRssBytes(), 0u);
+  EXPECT_GE(PeakRssBytes(), CurrentRssBytes() / 2);
+}
+
+}  // namespace
+}  // namespace kvedge

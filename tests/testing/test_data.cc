@@ -1,0 +1,33 @@
+// Test data paths.
+#include "tests/testing/test_data.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace kvedge::testing {
+
+std::string SharedDir() {
+  const char* env = std::getenv("KVEDGE_SHARED");
+  if (env != nullptr && env[0] != '\0') return env;
+  return KVEDGE_SHARED_DIR_DEFAULT;
+}
+
+std::string SharedPath(const std::string& relative) { return SharedDir() + "/" + relative; }
+
+std::string TempDir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = "kvedge_test";
+  if (info != nullptr) name += std::string("_") + info->test_suite_name() + "_" + info->name();
+  for (char& c : name) {
+    if (c == '/') c = '_';
+  }
+  const auto dir = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+}  // namespace kvedge::testing

@@ -1,0 +1,18 @@
+// Locating the real models and text in ../shared/ from tests.
+#ifndef KVEDGE_TESTS_TESTING_TEST_DATA_H_
+#define KVEDGE_TESTS_TESTING_TEST_DATA_H_
+
+#include <string>
+
+namespace kvedge::testing {
+
+// The shared folder (KVEDGE_SHARED in the environment, else the configured
+// default). SharedPath("models/stories260K.bin") → absolute path.
+std::string SharedDir();
+std::string SharedPath(const std::string& relative);
+// A fresh empty directory for the calling test's scratch files.
+std::string TempDir();
+
+}  // namespace kvedge::testing
+
+#endif  // KVEDGE_TESTS_TESTING_TEST_DATA_H_
