@@ -1,0 +1,77 @@
+// KV-cache kernels with runtime SIMD dispatch (Highway): block quantization,
+// attention scores with inline dequantization and in-kernel RoPE, weighted
+// value sums, softmax. Layouts are those of kv_format.h; each kernel has a
+// scalar reference in kv_kernels_ref.h that tests compare against.
+//
+// Positions. Keys are stored rotated only by their slot's offset t inside the
+// block (R(t)·k, pre-RoPE otherwise). A block has a base position pb chosen by
+// the cache; token t of the block sits at pb + t. Since
+//   R(p_q)q · R(pb+t)k = (R(p_q − pb) q) · (R(t) k),
+// the kernel rotates the query once per block by the distance d = p_q − pb
+// and dots it with the stored codes. The caller supplies, per block, cos and
+// sin of θ_i·d for each rotated pair i (see RopeAngles below). Positions can
+// then change (StreamingLLM in-cache positions, H2O compaction) without
+// touching stored keys. RoPE rotates adjacent pairs (2i, 2i+1) (llama "normal"
+// mode); channels ≥ rope_dim are not rotated.
+#ifndef KVEDGE_SIMD_KV_KERNELS_H_
+#define KVEDGE_SIMD_KV_KERNELS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "simd/kv_format.h"
+
+namespace kvedge {
+
+// ---- Encoding (sealing a block) and decoding (tests, H2O re-forming) ----
+
+// src: channel-major f32 [D][G] (the hot-tail key block). Writes one key block
+// of format f (for f32, a copy). Quantized formats: per channel, min and
+// scale = (max − min)/(2^bits − 1) over the G tokens, stored as f16; codes are
+// round-to-nearest of (x − min)/scale computed with the f16-rounded scale and
+// min, clamped to [0, 2^bits − 1].
+void EncodeKeyBlock(KvFormat f, int head_dim, const float* src, uint8_t* block);
+// dst: channel-major f32 [D][G].
+void DecodeKeyBlock(KvFormat f, int head_dim, const uint8_t* block, float* dst);
+// src: token-major f32 [G][D] (the hot-tail value block). Groups of 32
+// elements share scale/min as described in kv_format.h.
+void EncodeValueBlock(KvFormat f, int head_dim, const float* src, uint8_t* block);
+// dst: token-major f32 [G][D].
+void DecodeValueBlock(KvFormat f, int head_dim, const uint8_t* block, float* dst);
+
+// ---- Attention ----
+
+// For each block b of a run (in cache order) and each slot t < G:
+//   scores[b*G + t] = scale · dot(R_b q, k_{b,t})
+// q: f32 [head_dim], pre-RoPE. rot: [n_blocks][rope_dim] — for block b,
+// rope_dim/2 cosines then rope_dim/2 sines of θ_i·d_b. blocks: [n_blocks]
+// pointers to key blocks of format f. Every slot is scored; the caller masks
+// slots that hold no token. Dequantization happens inside the dot product.
+void ScoreKeyBlocks(KvFormat f, int head_dim, int rope_dim, const float* q, const float* rot,
+                    const uint8_t* const* blocks, size_t n_blocks, float scale, float* scores);
+
+// out[D] += Σ_b Σ_{t<G} weights[b*G + t] · v_{b,t}. Slots holding no token
+// must have weight 0 (their stored bytes are finite).
+void AccumulateValueBlocks(KvFormat f, int head_dim, const float* weights, const uint8_t* const* blocks,
+                           size_t n_blocks, float* out);
+
+// In place over x[0..n): x = exp(x − max) / Σ exp(x − max). Entries equal to
+// −infinity become 0 (masked slots). Returns the max (for logsumexp users).
+// n ≥ 1 and at least one finite entry.
+float SoftmaxInPlace(float* x, size_t n);
+
+// ---- RoPE ----
+
+// cos/sin of θ_i·d for i < rope_dim/2, θ_i = base^(−2i/rope_dim), at any
+// distance d (computed in double, so exact far past the trained context).
+// out: [rope_dim] — cosines then sines, the per-block layout ScoreKeyBlocks reads.
+void RopeAngles(double base, int rope_dim, int64_t distance, float* out);
+
+// out = R(angles) x for one vector of `dim` (pairs (2i,2i+1) for 2i < rope_dim
+// rotated by the i-th cos/sin of `angles` laid out as RopeAngles writes;
+// the rest copied). out may equal x.
+void RopeRotate(int dim, int rope_dim, const float* angles, const float* x, float* out);
+
+}  // namespace kvedge
+
+#endif  // KVEDGE_SIMD_KV_KERNELS_H_
