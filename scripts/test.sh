@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds and runs kvedge's whole test suite:
+#   1. release build + ctest (x86-64, every Highway target this CPU supports)
+#   2. AddressSanitizer + UndefinedBehaviorSanitizer build + ctest
+#   3. ThreadSanitizer build + the multi-threaded tests
+#   4. aarch64 cross build + ctest under qemu-aarch64: NEON (cortex-a72), SVE at 256 and 512 bits (SVE_256, SVE2)
+#   5. fuzz smoke (libFuzzer, short) when its script exists
+# Usage: scripts/test.sh [--only release|asan|tsan|aarch64|fuzz]...  (default: all)
+# Prints a summary of what ran; exits non-zero on the first failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+stages=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --only) stages+=("$2"); shift 2 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "test.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+  esac
+done
+[[ ${#stages[@]} -eq 0 ]] && stages=(release asan tsan aarch64 fuzz)
+
+want() { local s; for s in "${stages[@]}"; do [[ "$s" == "$1" ]] && return 0; done; return 1; }
+
+need_arm=--no-arm
+want aarch64 && need_arm=""
+scripts/install-deps.sh $need_arm
+
+summary=()
+start_all=$(date +%s)
+
+# Runs ctest and records "name: N passed, M failed" from its closing lines.
+run_ctest() {
+  local label="$1"; shift
+  local log
+  log=$(mktemp)
+  local t0=$(date +%s)
+  set +e
+  "$@" 2>&1 | tee "$log" | grep -E "^\s*[0-9]+/[0-9]+ Test|tests passed|tests failed|The following|Failed|\*\*\*" | grep -vE "Passed|Skipped" || true
+  local rc=${PIPESTATUS[0]}
+  set -e
+  local total passed
+  total=$(grep -oE "tests failed out of [0-9]+" "$log" | grep -oE "[0-9]+$" || echo 0)
+  passed=$(grep -cE "Test +#[0-9]+: .* Passed" "$log" || true)
+  summary+=("$label: ${passed} of ${total} tests passed ($(( $(date +%s) - t0 ))s)")
+  rm -f "$log"
+  if [[ $rc -ne 0 ]]; then
+    echo "test.sh: FAILED in stage '$label'" >&2
+    printf '%s\n' "${summary[@]}" >&2
+    exit "$rc"
+  fi
+}
+
+build() {
+  local preset="$1"
+  local t0=$(date +%s)
+  echo "== configure + build: $preset"
+  cmake --preset "$preset" >/dev/null
+  cmake --build --preset "$preset" 2>&1 | grep -E "error|warning: |Error" || true
+  if [[ ${PIPESTATUS[0]} -ne 0 ]]; then echo "test.sh: build of '$preset' failed" >&2; exit 1; fi
+  summary+=("build $preset ($(( $(date +%s) - t0 ))s)")
+}
+
+if want release; then
+  build release
+  run_ctest "x86-64 release" ctest --preset release
+fi
+if want asan; then
+  build asan
+  run_ctest "x86-64 asan+ubsan" ctest --preset asan
+fi
+if want tsan; then
+  build tsan
+  run_ctest "x86-64 tsan (threaded tests)" ctest --preset tsan -L threads
+fi
+if want aarch64; then
+  build aarch64
+  for cpu in cortex-a72 "max,sve-default-vector-length=32" "max,sve-default-vector-length=64"; do
+    run_ctest "aarch64 qemu -cpu $cpu" env QEMU_CPU="$cpu" ctest --preset aarch64
+  done
+fi
+if want fuzz && [[ -x scripts/fuzz-smoke.sh ]]; then
+  t0=$(date +%s)
+  scripts/fuzz-smoke.sh 20
+  summary+=("fuzz smoke ($(( $(date +%s) - t0 ))s)")
+fi
+
+echo
+echo "== summary ($(( $(date +%s) - start_all ))s)"
+printf '%s\n' "${summary[@]}"
