@@ -1,4 +1,8 @@
-// ThreadArena over oneTBB.
+// ThreadArena over oneTBB; under ThreadSanitizer over a plain std::thread
+// fork-join pool, because Debian's libtbb is not instrumented and TSan cannot
+// see its synchronisation (every task hand-off would be reported). The pool
+// keeps the same contract (static ranges, thread indices, exactly N threads),
+// so the TSan stage checks kvedge's own partitioned code for races.
 #include "platform/thread_arena.h"
 
 #include <oneapi/tbb/blocked_range.h>
@@ -9,12 +13,86 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace kvedge {
 
+
+#if defined(KVEDGE_TSAN)
+// N−1 workers sleep on a condition variable; a job is published under the
+// mutex with a generation number, part p runs on thread p (caller = 0).
+struct ThreadArena::Impl {
+  explicit Impl(int n) : num_threads(n) {
+    for (int t = 1; t < n; ++t) workers.emplace_back([this, t] { WorkerLoop(t); });
+  }
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+    }
+    cv.notify_all();
+    for (auto& w : workers) w.join();
+  }
+  void Initialize() {}
+
+  // Runs part(p, thread) for p in [0, parts) with thread == p, or, when
+  // dynamic, every thread pulls parts from a shared counter.
+  void Run(size_t parts, bool dynamic, FunctionRef<void(size_t, int)> part) {
+    std::unique_lock<std::mutex> lock(mu);
+    job = &part;
+    job_parts = parts;
+    job_dynamic = dynamic;
+    next_part.store(0);
+    pending = num_threads - 1;
+    ++generation;
+    lock.unlock();
+    cv.notify_all();
+    Work(0);
+    lock.lock();
+    done_cv.wait(lock, [this] { return pending == 0; });
+    job = nullptr;
+  }
+
+  void Work(int thread) {
+    if (job_dynamic) {
+      for (size_t p = next_part.fetch_add(1); p < job_parts; p = next_part.fetch_add(1)) (*job)(p, thread);
+    } else if (static_cast<size_t>(thread) < job_parts) {
+      (*job)(static_cast<size_t>(thread), thread);
+    }
+  }
+
+  void WorkerLoop(int thread) {
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      cv.wait(lock, [&] { return stop || generation != seen; });
+      if (stop) return;
+      seen = generation;
+      lock.unlock();
+      Work(thread);
+      lock.lock();
+      if (--pending == 0) done_cv.notify_one();
+    }
+  }
+
+  int num_threads;
+  std::vector<std::thread> workers;
+  std::mutex mu;
+  std::condition_variable cv, done_cv;
+  bool stop = false;
+  uint64_t generation = 0;
+  int pending = 0;
+  const FunctionRef<void(size_t, int)>* job = nullptr;
+  size_t job_parts = 0;
+  bool job_dynamic = false;
+  std::atomic<size_t> next_part{0};
+};
+#else
 namespace {
 // TBB caps its worker pool at the hardware thread count; an arena asking for
 // more (oversubscription, on purpose) needs the process-wide cap raised. The
@@ -34,15 +112,31 @@ void EnsureParallelismAtLeast(int n) {
 }  // namespace
 
 struct ThreadArena::Impl {
-  explicit Impl(int n) : arena(n, /*reserved_for_masters=*/1) {}
+  explicit Impl(int n) : arena(n, /*reserved_for_masters=*/1) { EnsureParallelismAtLeast(n); }
+  void Initialize() { arena.initialize(); }
+
+  void Run(size_t parts, bool dynamic, FunctionRef<void(size_t, int)> part) {
+    arena.execute([&] {
+      const auto body = [&](const tbb::blocked_range<size_t>& r) {
+        const int thread = tbb::this_task_arena::current_thread_index();
+        for (size_t p = r.begin(); p != r.end(); ++p) part(p, thread);
+      };
+      if (dynamic) {
+        tbb::parallel_for(tbb::blocked_range<size_t>(0, parts, 1), body, tbb::simple_partitioner());
+      } else {
+        tbb::parallel_for(tbb::blocked_range<size_t>(0, parts, 1), body, tbb::static_partitioner());
+      }
+    });
+  }
+
   tbb::task_arena arena;
 };
+#endif
 
 ThreadArena::ThreadArena(int num_threads) : num_threads_(num_threads) {
   if (num_threads > 1) {
-    EnsureParallelismAtLeast(num_threads);
     impl_ = std::make_unique<Impl>(num_threads);
-    impl_->arena.initialize();
+    impl_->Initialize();
   }
 }
 
@@ -64,18 +158,10 @@ void ThreadArena::ParallelFor(size_t num_items, FunctionRef<void(size_t, size_t,
     fn(0, num_items, 0);
     return;
   }
-  impl_->arena.execute([&] {
-    tbb::parallel_for(
-        tbb::blocked_range<size_t>(0, parts, 1),
-        [&](const tbb::blocked_range<size_t>& r) {
-          const int thread = tbb::this_task_arena::current_thread_index();
-          for (size_t p = r.begin(); p != r.end(); ++p) {
-            const size_t begin = num_items * p / parts;
-            const size_t end = num_items * (p + 1) / parts;
-            if (begin < end) fn(begin, end, thread);
-          }
-        },
-        tbb::static_partitioner());
+  impl_->Run(parts, /*dynamic=*/false, [&](size_t p, int thread) {
+    const size_t begin = num_items * p / parts;
+    const size_t end = num_items * (p + 1) / parts;
+    if (begin < end) fn(begin, end, thread);
   });
 }
 
@@ -85,15 +171,7 @@ void ThreadArena::ParallelForEach(size_t num_tasks, FunctionRef<void(size_t, int
     for (size_t t = 0; t < num_tasks; ++t) fn(t, 0);
     return;
   }
-  impl_->arena.execute([&] {
-    tbb::parallel_for(
-        tbb::blocked_range<size_t>(0, num_tasks, 1),
-        [&](const tbb::blocked_range<size_t>& r) {
-          const int thread = tbb::this_task_arena::current_thread_index();
-          for (size_t t = r.begin(); t != r.end(); ++t) fn(t, thread);
-        },
-        tbb::simple_partitioner());
-  });
+  impl_->Run(num_tasks, /*dynamic=*/true, fn);
 }
 
 int HardwareThreads() {

@@ -36,13 +36,16 @@ run_ctest() {
   log=$(mktemp)
   local t0=$(date +%s)
   set +e
-  "$@" 2>&1 | tee "$log" | grep -E "^\s*[0-9]+/[0-9]+ Test|tests passed|tests failed|The following|Failed|\*\*\*" | grep -vE "Passed|Skipped" || true
-  local rc=${PIPESTATUS[0]}
+  "$@" >"$log" 2>&1
+  local rc=$?
   set -e
-  local total passed
+  grep -E "tests passed|The following tests|^\s+[0-9]+ - " "$log" || true
+  if [[ $rc -ne 0 ]]; then tail -n 200 "$log" >&2; fi
+  local total passed skipped
   total=$(grep -oE "tests failed out of [0-9]+" "$log" | grep -oE "[0-9]+$" || echo 0)
   passed=$(grep -cE "Test +#[0-9]+: .* Passed" "$log" || true)
-  summary+=("$label: ${passed} of ${total} tests passed ($(( $(date +%s) - t0 ))s)")
+  skipped=$(grep -cE "Test +#[0-9]+: .*Skipped" "$log" || true)
+  summary+=("$label: ${passed} of ${total} tests passed, ${skipped} skipped ($(( $(date +%s) - t0 ))s)")
   rm -f "$log"
   if [[ $rc -ne 0 ]]; then
     echo "test.sh: FAILED in stage '$label'" >&2
