@@ -1,0 +1,479 @@
+// KV arena: appending, sealing, eviction, H2O re-forming and attention.
+#include "kvcache/kv_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "simd/kv_kernels.h"
+#include "simd/model_kernels.h"
+
+namespace kvedge {
+namespace {
+constexpr int G = kKvBlockTokens;
+constexpr float kMasked = -std::numeric_limits<float>::infinity();
+
+// Carves per-thread scratch (see ScratchBytes in kv_cache_plan.cc) in order.
+class ScratchCarver {
+ public:
+  explicit ScratchCarver(uint8_t* base) : p_(base) {}
+  template <typename T>
+  T* Take(size_t count) {
+    T* out = reinterpret_cast<T*>(p_);
+    p_ += RoundUp(count * sizeof(T), kAlignment);
+    return out;
+  }
+
+ private:
+  uint8_t* p_;
+};
+
+// Writes a token's (already rotated) key as column `slot` of a
+// channel-major [D][G] block of format f16 or f32.
+void WriteKeyColumn(KvFormat f, int d, const float* k, uint8_t* block, int slot) {
+  if (f == KvFormat::kF32) {
+    float* b = reinterpret_cast<float*>(block);
+    for (int c = 0; c < d; ++c) b[c * G + slot] = k[c];
+  } else {
+    uint16_t* b = reinterpret_cast<uint16_t*>(block);
+    for (int c = 0; c < d; ++c) b[c * G + slot] = F16FromF32(k[c]);
+  }
+}
+
+// Writes a token's value as row `slot` of a token-major [G][D] block.
+void WriteValueRow(KvFormat f, int d, const float* v, uint8_t* block, int slot) {
+  if (f == KvFormat::kF32) {
+    std::memcpy(reinterpret_cast<float*>(block) + static_cast<size_t>(slot) * d, v, d * sizeof(float));
+  } else {
+    uint16_t* b = reinterpret_cast<uint16_t*>(block) + static_cast<size_t>(slot) * d;
+    for (int c = 0; c < d; ++c) b[c] = F16FromF32(v[c]);
+  }
+}
+}  // namespace
+
+// Bookkeeping shared by every lane of a layer: all lanes hold the same
+// number of tokens in the same slots (h2o picks different tokens per lane,
+// recorded per lane in the heavy-id region).
+struct KvCache::LayerState {
+  int64_t seen = 0;          // tokens appended
+  int64_t evicted = 0;
+  int sinks_filled = 0;
+  int heavy_count = 0;       // h ≤ plan.heavy
+  int ring_head = 0;         // storage slot of the oldest ring block
+  int ring_count = 0;        // ring blocks in use
+  int first_valid = 0;       // first live slot of the oldest ring block
+  int tail_count = 0;
+  int64_t tail_start = 0;    // stream index of tail slot 0
+  std::vector<int64_t> ring_start;  // [ring_blocks] stream index of slot 0
+
+  int RingTokens() const { return ring_count * G - first_valid; }
+  int Held() const { return sinks_filled + heavy_count + RingTokens() + tail_count; }
+};
+
+KvCache::KvCache(const KvCachePlan& plan, AlignedBuffer arena) : plan_(plan), arena_(std::move(arena)) {}
+KvCache::~KvCache() = default;
+
+StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCachePlan& plan, MemoryBudget* budget) {
+  StatusOr<AlignedBuffer> arena = budget != nullptr ? AlignedBuffer::Allocate(*budget, plan.arena_bytes, "KV arena")
+                                                    : AlignedBuffer::Allocate(plan.arena_bytes, "KV arena");
+  if (!arena.ok()) return arena.status();
+  std::unique_ptr<KvCache> c(new KvCache(plan, std::move(arena).value()));
+  const int d = plan.shape.head_dim;
+  const int blocks = plan.heavy_blocks + plan.ring_blocks;
+  size_t off = 0;
+  c->off_sink_k_ = off;
+  off += static_cast<size_t>(plan.sinks) * d * sizeof(float);
+  c->off_sink_v_ = off;
+  off = RoundUp(off + static_cast<size_t>(plan.sinks) * d * sizeof(float), kAlignment);
+  c->off_blocks_k_ = off;
+  off = RoundUp(off + static_cast<size_t>(blocks) * plan.key_block_bytes, kAlignment);
+  c->off_blocks_v_ = off;
+  off = RoundUp(off + static_cast<size_t>(blocks) * plan.value_block_bytes, kAlignment);
+  c->off_tail_k_ = off;
+  off = RoundUp(off + plan.tail_key_bytes, kAlignment);
+  c->off_tail_v_ = off;
+  off = RoundUp(off + plan.tail_value_bytes, kAlignment);
+  if (plan.policy == EvictionPolicy::kH2O) {
+    c->off_scores_ = off;
+    off = RoundUp(off + static_cast<size_t>(blocks + 1) * G * sizeof(float), kAlignment);
+    c->off_heavy_ids_ = off;
+    off = RoundUp(off + static_cast<size_t>(plan.heavy_blocks) * G * sizeof(int64_t), kAlignment);
+  }
+  KVEDGE_CHECK(off == plan.lane_bytes);
+  c->lanes_ = c->arena_.data();
+  float* rope_storage = reinterpret_cast<float*>(c->lanes_ + static_cast<size_t>(plan.lanes()) * plan.lane_bytes);
+  c->rope_ = RopeTable(plan.shape.rope_theta, plan.shape.rope_dim, plan.capacity + G, rope_storage);
+  c->scratch_ = c->lanes_ + static_cast<size_t>(plan.lanes()) * plan.lane_bytes + plan.rope_table_bytes;
+  c->layers_.resize(static_cast<size_t>(plan.shape.n_layers));
+  for (auto& st : c->layers_) st.ring_start.assign(static_cast<size_t>(std::max(plan.ring_blocks, 1)), 0);
+  return c;
+}
+
+uint8_t* KvCache::Lane(int layer, int kv_head) const {
+  return lanes_ + (static_cast<size_t>(layer) * plan_.shape.n_kv_heads + kv_head) * plan_.lane_bytes;
+}
+
+Status KvCache::CheckRoom() const {
+  if (plan_.policy == EvictionPolicy::kFull && !layers_.empty() && layers_[0].Held() >= plan_.capacity) {
+    return ResourceExhausted("context full: the cache holds its capacity of " + std::to_string(plan_.capacity) +
+                             " tokens (policy full); raise -c / --kv-budget or use an evicting policy");
+  }
+  return OkStatus();
+}
+
+int64_t KvCache::QueryPosition(const LayerState& st) const {
+  return plan_.positions == PositionMode::kAbsolute ? st.seen - 1 : st.Held() - 1;
+}
+
+void KvCache::Append(int layer, const float* k, const float* v) {
+  LayerState& st = layers_[static_cast<size_t>(layer)];
+  uint8_t* scratch = scratch_;  // Append runs on the calling thread
+  for (int h = 0; h < plan_.shape.n_kv_heads; ++h) {
+    const size_t off = static_cast<size_t>(h) * plan_.shape.head_dim;
+    AppendLane(st, layer, h, k + off, v + off, scratch);
+  }
+  // Shared bookkeeping, after every lane wrote the token.
+  if (st.sinks_filled < plan_.sinks) {
+    ++st.sinks_filled;
+  } else {
+    if (st.tail_count == 0) st.tail_start = st.seen;
+    ++st.tail_count;
+    const bool exact_window = plan_.policy == EvictionPolicy::kWindow || plan_.policy == EvictionPolicy::kSinks;
+    if (exact_window && st.RingTokens() + st.tail_count > plan_.window) {
+      ++st.evicted;
+      if (++st.first_valid == G) {
+        st.ring_head = (st.ring_head + 1) % plan_.ring_blocks;
+        --st.ring_count;
+        st.first_valid = 0;
+      }
+    }
+    if (st.tail_count == G) SealTail(st, layer, scratch);
+  }
+  ++st.seen;
+}
+
+void KvCache::AppendLane(LayerState& st, int layer, int kv_head, const float* k, const float* v, uint8_t* scratch) {
+  const int d = plan_.shape.head_dim;
+  const int rd = plan_.shape.rope_dim;
+  uint8_t* lane = Lane(layer, kv_head);
+  ScratchCarver carve(scratch);
+  float* angles = carve.Take<float>(2 * static_cast<size_t>(d));  // rotated key, angles
+  float* rotated = angles + d;
+  if (st.sinks_filled < plan_.sinks) {
+    const int slot = st.sinks_filled;
+    rope_.Angles(slot, angles);
+    RopeRotate(d, rd, angles, k, rotated);
+    std::memcpy(reinterpret_cast<float*>(lane + off_sink_k_) + static_cast<size_t>(slot) * d, rotated, d * sizeof(float));
+    std::memcpy(reinterpret_cast<float*>(lane + off_sink_v_) + static_cast<size_t>(slot) * d, v, d * sizeof(float));
+    return;
+  }
+  const int slot = st.tail_count;
+  rope_.Angles(slot, angles);
+  RopeRotate(d, rd, angles, k, rotated);
+  WriteKeyColumn(plan_.tail_format, d, rotated, lane + off_tail_k_, slot);
+  WriteValueRow(plan_.tail_format, d, v, lane + off_tail_v_, slot);
+  if (plan_.policy == EvictionPolicy::kH2O) {
+    float* scores = reinterpret_cast<float*>(lane + off_scores_);
+    scores[static_cast<size_t>(plan_.heavy_blocks + plan_.ring_blocks) * G + slot] = 0.0f;
+  }
+}
+
+void KvCache::SealTail(LayerState& st, int layer, uint8_t* scratch) {
+  const int d = plan_.shape.head_dim;
+  if (plan_.policy == EvictionPolicy::kH2O && st.ring_count == plan_.ring_blocks) {
+    for (int h = 0; h < plan_.shape.n_kv_heads; ++h) MergeHeavy(st, layer, h, st.ring_head, scratch);
+    const int kept = std::min(plan_.heavy, st.heavy_count + G);
+    st.evicted += st.heavy_count + G - kept;
+    st.heavy_count = kept;
+    st.ring_head = (st.ring_head + 1) % plan_.ring_blocks;
+    --st.ring_count;
+  }
+  KVEDGE_CHECK(st.ring_count < plan_.ring_blocks);
+  const int slot = (st.ring_head + st.ring_count) % plan_.ring_blocks;
+  const int storage = plan_.heavy_blocks + slot;
+  ScratchCarver carve(scratch);
+  float* staging = carve.Take<float>(static_cast<size_t>(G) * d);
+  for (int h = 0; h < plan_.shape.n_kv_heads; ++h) {
+    uint8_t* lane = Lane(layer, h);
+    DecodeKeyBlock(plan_.tail_format, d, lane + off_tail_k_, staging);
+    EncodeKeyBlock(plan_.key_format, d, staging, lane + off_blocks_k_ + storage * plan_.key_block_bytes);
+    DecodeValueBlock(plan_.tail_format, d, lane + off_tail_v_, staging);
+    EncodeValueBlock(plan_.value_format, d, staging, lane + off_blocks_v_ + storage * plan_.value_block_bytes);
+    if (plan_.policy == EvictionPolicy::kH2O) {
+      float* scores = reinterpret_cast<float*>(lane + off_scores_);
+      std::memcpy(scores + static_cast<size_t>(storage) * G,
+                  scores + static_cast<size_t>(plan_.heavy_blocks + plan_.ring_blocks) * G, G * sizeof(float));
+    }
+  }
+  st.ring_start[static_cast<size_t>(slot)] = st.tail_start;
+  ++st.ring_count;
+  st.tail_count = 0;
+}
+
+void KvCache::MergeHeavy(LayerState& st, int layer, int kv_head, int leaving_slot, uint8_t* scratch) {
+  const int d = plan_.shape.head_dim;
+  const int rd = plan_.shape.rope_dim;
+  const bool absolute = plan_.positions == PositionMode::kAbsolute;
+  uint8_t* lane = Lane(layer, kv_head);
+  float* scores = reinterpret_cast<float*>(lane + off_scores_);
+  int64_t* heavy_ids = reinterpret_cast<int64_t*>(lane + off_heavy_ids_);
+  const int h_old = st.heavy_count;
+  const int n_cand = h_old + G;
+  const int n_keep = std::min(plan_.heavy, n_cand);
+
+  ScratchCarver carve(scratch);
+  float* block_k = carve.Take<float>(static_cast<size_t>(G) * d);  // [D][G]
+  float* block_v = carve.Take<float>(static_cast<size_t>(G) * d);  // [G][D]
+  const size_t merge = static_cast<size_t>(plan_.heavy_blocks) * G + G;
+  float* cand_k = carve.Take<float>(2 * merge * d);                // [cand][D] keys, then values
+  float* cand_v = cand_k + merge * d;
+  float* cand_score = carve.Take<float>(merge);
+  int64_t* cand_id = carve.Take<int64_t>(merge);    // stream index
+  int64_t* old_index = carve.Take<int64_t>(merge);  // rotation index the stored key carries
+  int32_t* order = carve.Take<int32_t>(merge);
+
+  // Gather candidates: current heavy hitters, then the leaving ring block.
+  // Heavy keys carry R(slot % G) (in-cache) or R(stream index) (absolute);
+  // ring keys carry R(slot).
+  int n = 0;
+  const auto gather = [&](const uint8_t* kb, const uint8_t* vb, KvFormat kf, KvFormat vf, int count,
+                          const float* sc, auto id_of, auto index_of) {
+    DecodeKeyBlock(kf, d, kb, block_k);
+    DecodeValueBlock(vf, d, vb, block_v);
+    for (int t = 0; t < count; ++t, ++n) {
+      for (int c = 0; c < d; ++c) cand_k[static_cast<size_t>(n) * d + c] = block_k[c * G + t];
+      std::memcpy(cand_v + static_cast<size_t>(n) * d, block_v + static_cast<size_t>(t) * d, d * sizeof(float));
+      cand_score[n] = sc[t];
+      cand_id[n] = id_of(t);
+      old_index[n] = index_of(t);
+    }
+  };
+  for (int b = 0; b * G < h_old; ++b) {
+    const int count = std::min(G, h_old - b * G);
+    gather(lane + off_blocks_k_ + b * plan_.key_block_bytes, lane + off_blocks_v_ + b * plan_.value_block_bytes,
+           plan_.key_format, plan_.value_format, count, scores + static_cast<size_t>(b) * G,
+           [&](int t) { return heavy_ids[b * G + t]; },
+           [&](int t) { return absolute ? heavy_ids[b * G + t] : static_cast<int64_t>(t); });
+  }
+  const int storage = plan_.heavy_blocks + leaving_slot;
+  const int64_t start = st.ring_start[static_cast<size_t>(leaving_slot)];
+  gather(lane + off_blocks_k_ + storage * plan_.key_block_bytes, lane + off_blocks_v_ + storage * plan_.value_block_bytes,
+         plan_.key_format, plan_.value_format, G, scores + static_cast<size_t>(storage) * G,
+         [&](int t) { return start + t; }, [&](int t) { return static_cast<int64_t>(t); });
+
+  // Top n_keep by score (ties: older first), then back into stream order.
+  for (int i = 0; i < n_cand; ++i) order[i] = i;
+  std::partial_sort(order, order + n_keep, order + n_cand, [&](int32_t a, int32_t b) {
+    if (cand_score[a] != cand_score[b]) return cand_score[a] > cand_score[b];
+    return cand_id[a] < cand_id[b];
+  });
+  std::sort(order, order + n_keep, [&](int32_t a, int32_t b) { return cand_id[a] < cand_id[b]; });
+
+  // Re-form heavy blocks: rotate each kept key from its old index to its new
+  // one, pad a partial last block by repeating its last token (so padding
+  // never widens a channel's quantization range), encode.
+  float angle_buf[kMaxHeadDim];
+  float rotated[kMaxHeadDim];
+  for (int b = 0; b * G < n_keep; ++b) {
+    const int count = std::min(G, n_keep - b * G);
+    for (int t = 0; t < G; ++t) {
+      const int j = b * G + std::min(t, count - 1);
+      const int src = order[j];
+      const int64_t new_index = absolute ? cand_id[src] : static_cast<int64_t>(std::min(t, count - 1));
+      const float* key = cand_k + static_cast<size_t>(src) * d;
+      if (new_index != old_index[src] && rd > 0) {
+        rope_.Angles(new_index - old_index[src], angle_buf);
+        RopeRotate(d, rd, angle_buf, key, rotated);
+        key = rotated;
+      }
+      for (int c = 0; c < d; ++c) block_k[c * G + t] = key[c];
+      std::memcpy(block_v + static_cast<size_t>(t) * d, cand_v + static_cast<size_t>(src) * d, d * sizeof(float));
+    }
+    EncodeKeyBlock(plan_.key_format, d, block_k, lane + off_blocks_k_ + b * plan_.key_block_bytes);
+    EncodeValueBlock(plan_.value_format, d, block_v, lane + off_blocks_v_ + b * plan_.value_block_bytes);
+  }
+  // Scores and ids last: `order` indexes candidates, which are already copied.
+  for (int j = 0; j < n_keep; ++j) {
+    scores[j] = cand_score[order[j]];
+    heavy_ids[j] = cand_id[order[j]];
+  }
+}
+
+void KvCache::Attend(int layer, const float* q, float* out, ThreadArena* threads) {
+  const LayerState& st = layers_[static_cast<size_t>(layer)];
+  const auto run = [&](size_t kv_head, int thread) {
+    const int h = static_cast<int>(kv_head);
+    const int group = plan_.shape.n_heads / plan_.shape.n_kv_heads;
+    const size_t off = static_cast<size_t>(h) * group * plan_.shape.head_dim;
+    AttendLane(st, layer, h, q + off, out + off, scratch_ + static_cast<size_t>(thread) * plan_.scratch_bytes_per_thread);
+  };
+  if (threads != nullptr && threads->num_threads() > 1) {
+    KVEDGE_CHECK(threads->num_threads() <= plan_.max_threads);
+    threads->ParallelForEach(static_cast<size_t>(plan_.shape.n_kv_heads), run);
+  } else {
+    for (int h = 0; h < plan_.shape.n_kv_heads; ++h) run(static_cast<size_t>(h), 0);
+  }
+}
+
+// Scores layout (cache order): [sinks S][heavy and ring blocks nb×G][tail G].
+void KvCache::AttendLane(const LayerState& st, int layer, int kv_head, const float* q, float* out,
+                         uint8_t* scratch) {
+  const int d = plan_.shape.head_dim;
+  const int rd = plan_.shape.rope_dim;
+  const int group = plan_.shape.n_heads / plan_.shape.n_kv_heads;
+  const bool absolute = plan_.positions == PositionMode::kAbsolute;
+  const bool h2o = plan_.policy == EvictionPolicy::kH2O;
+  const uint8_t* lane = Lane(layer, kv_head);
+  const int heavy_used = (st.heavy_count + G - 1) / G;
+  const int nb = heavy_used + st.ring_count;
+  const size_t all_blocks = static_cast<size_t>(plan_.heavy_blocks + plan_.ring_blocks + 1);
+  const size_t slots_max = static_cast<size_t>(plan_.sinks) + all_blocks * G;
+
+  ScratchCarver carve(scratch);
+  float* scores = carve.Take<float>(2 * slots_max);
+  float* prob_sum = scores + slots_max;
+  float* rot = carve.Take<float>(all_blocks * static_cast<size_t>(rd));
+  const uint8_t** kblocks = carve.Take<const uint8_t*>(2 * all_blocks);
+  const uint8_t** vblocks = kblocks + all_blocks;
+  float* qrot = carve.Take<float>(2 * static_cast<size_t>(d));
+  float* sink_angles = qrot + d;
+
+  // Blocks in cache order and their query rotations (distance p_q − pb).
+  const int64_t pq = QueryPosition(st);
+  const int64_t ring_base = plan_.sinks + st.heavy_count - st.first_valid;  // in-cache pb of the oldest ring block
+  for (int b = 0; b < nb; ++b) {
+    int storage;
+    int64_t pb;
+    if (b < heavy_used) {
+      storage = b;
+      pb = absolute ? 0 : plan_.sinks + static_cast<int64_t>(b) * G;
+    } else {
+      const int k = b - heavy_used;
+      storage = plan_.heavy_blocks + (st.ring_head + k) % plan_.ring_blocks;
+      pb = absolute ? st.ring_start[static_cast<size_t>((st.ring_head + k) % plan_.ring_blocks)]
+                    : ring_base + static_cast<int64_t>(k) * G;
+    }
+    kblocks[b] = lane + off_blocks_k_ + storage * plan_.key_block_bytes;
+    vblocks[b] = lane + off_blocks_v_ + storage * plan_.value_block_bytes;
+    rope_.Angles(pq - pb, rot + static_cast<size_t>(b) * rd);
+  }
+  const int64_t tail_pb = absolute ? st.tail_start : ring_base + static_cast<int64_t>(st.ring_count) * G;
+  float* tail_rot = rot + static_cast<size_t>(nb) * rd;
+  rope_.Angles(pq - tail_pb, tail_rot);
+  const uint8_t* tail_k = lane + off_tail_k_;
+  const uint8_t* tail_v = lane + off_tail_v_;
+
+  const int S = st.sinks_filled;
+  const size_t n_slots = static_cast<size_t>(S) + static_cast<size_t>(nb + 1) * G;
+  const float* sink_k = reinterpret_cast<const float*>(lane + off_sink_k_);
+  const float* sink_v = reinterpret_cast<const float*>(lane + off_sink_v_);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  if (S > 0) rope_.Angles(pq, sink_angles);  // sinks sit at 0..S−1 and carry R(slot)
+  if (h2o) std::fill(prob_sum, prob_sum + n_slots, 0.0f);
+
+  for (int head = 0; head < group; ++head) {
+    const float* qh = q + static_cast<size_t>(head) * d;
+    float* oh = out + static_cast<size_t>(head) * d;
+    if (S > 0) {
+      RopeRotate(d, rd, sink_angles, qh, qrot);
+      for (int i = 0; i < S; ++i) scores[i] = scale * DotF32(qrot, sink_k + static_cast<size_t>(i) * d, d);
+    }
+    float* block_scores = scores + S;
+    if (nb > 0) ScoreKeyBlocks(plan_.key_format, d, rd, qh, rot, kblocks, nb, scale, block_scores);
+    float* tail_scores = block_scores + static_cast<size_t>(nb) * G;
+    ScoreKeyBlocks(plan_.tail_format, d, rd, qh, tail_rot, &tail_k, 1, scale, tail_scores);
+    // Mask slots holding no token.
+    if (heavy_used > 0) {
+      for (int j = st.heavy_count; j < heavy_used * G; ++j) block_scores[j] = kMasked;
+    }
+    if (st.ring_count > 0) {
+      float* oldest = block_scores + static_cast<size_t>(heavy_used) * G;
+      for (int t = 0; t < st.first_valid; ++t) oldest[t] = kMasked;
+    }
+    for (int t = st.tail_count; t < G; ++t) tail_scores[t] = kMasked;
+
+    SoftmaxInPlace(scores, n_slots);
+
+    std::fill(oh, oh + d, 0.0f);
+    for (int i = 0; i < S; ++i) {
+      const float w = scores[i];
+      const float* v = sink_v + static_cast<size_t>(i) * d;
+      for (int c = 0; c < d; ++c) oh[c] += w * v[c];
+    }
+    if (nb > 0) AccumulateValueBlocks(plan_.value_format, d, block_scores, vblocks, nb, oh);
+    AccumulateValueBlocks(plan_.tail_format, d, tail_scores, &tail_v, 1, oh);
+    if (h2o) AddInPlace(prob_sum, scores, n_slots);
+  }
+
+  if (h2o) {
+    // decay·score + attention received, for every live heavy/ring/tail slot.
+    float* lane_scores = reinterpret_cast<float*>(const_cast<uint8_t*>(lane) + off_scores_);
+    const float decay = plan_.h2o_decay;
+    const auto update = [&](float* dst, const float* p, int count) {
+      for (int t = 0; t < count; ++t) dst[t] = decay * dst[t] + p[t];
+    };
+    const float* p = prob_sum + S;
+    update(lane_scores, p, st.heavy_count);
+    for (int k = 0; k < st.ring_count; ++k) {
+      const int storage = plan_.heavy_blocks + (st.ring_head + k) % plan_.ring_blocks;
+      update(lane_scores + static_cast<size_t>(storage) * G, p + static_cast<size_t>(heavy_used + k) * G, G);
+    }
+    update(lane_scores + static_cast<size_t>(plan_.heavy_blocks + plan_.ring_blocks) * G,
+           p + static_cast<size_t>(nb) * G, st.tail_count);
+  }
+}
+
+KvCacheStats KvCache::Stats() const {
+  KvCacheStats s;
+  const LayerState& st = layers_.front();
+  s.tokens_seen = static_cast<uint64_t>(st.seen);
+  s.tokens_held = static_cast<uint64_t>(st.Held());
+  s.tokens_evicted = static_cast<uint64_t>(st.evicted);
+  s.arena_bytes = arena_.size();
+  const int d = plan_.shape.head_dim;
+  uint64_t lane = 2ull * st.sinks_filled * d * sizeof(float);
+  lane += static_cast<uint64_t>((st.heavy_count + G - 1) / G + st.ring_count) *
+          (plan_.key_block_bytes + plan_.value_block_bytes);
+  if (st.tail_count > 0) lane += plan_.tail_key_bytes + plan_.tail_value_bytes;
+  if (plan_.policy == EvictionPolicy::kH2O) {
+    lane += static_cast<uint64_t>(st.Held() - st.sinks_filled) * sizeof(float) +
+            static_cast<uint64_t>(st.heavy_count) * sizeof(int64_t);
+  }
+  s.held_bytes = lane * static_cast<uint64_t>(plan_.lanes());
+  s.f16_full_bytes = plan_.F16FullBytes(s.tokens_seen);
+  return s;
+}
+
+KvCache::LaneContents KvCache::Contents(int layer, int kv_head) const {
+  const LayerState& st = layers_[static_cast<size_t>(layer)];
+  const uint8_t* lane = Lane(layer, kv_head);
+  LaneContents c;
+  const bool h2o = plan_.policy == EvictionPolicy::kH2O;
+  const float* scores = h2o ? reinterpret_cast<const float*>(lane + off_scores_) : nullptr;
+  const auto add = [&](int64_t token, const float* score) {
+    c.tokens.push_back(token);
+    if (h2o && score != nullptr) c.scores.push_back(*score);
+  };
+  for (int i = 0; i < st.sinks_filled; ++i) add(i, nullptr);
+  if (h2o) {
+    const int64_t* ids = reinterpret_cast<const int64_t*>(lane + off_heavy_ids_);
+    for (int j = 0; j < st.heavy_count; ++j) add(ids[j], scores + j);
+  }
+  for (int k = 0; k < st.ring_count; ++k) {
+    const int slot = (st.ring_head + k) % plan_.ring_blocks;
+    const int storage = plan_.heavy_blocks + slot;
+    for (int t = (k == 0 ? st.first_valid : 0); t < G; ++t) {
+      add(st.ring_start[static_cast<size_t>(slot)] + t, h2o ? scores + static_cast<size_t>(storage) * G + t : nullptr);
+    }
+  }
+  const size_t tail_scores = static_cast<size_t>(plan_.heavy_blocks + plan_.ring_blocks) * G;
+  for (int t = 0; t < st.tail_count; ++t) add(st.tail_start + t, h2o ? scores + tail_scores + t : nullptr);
+  for (size_t i = 0; i < c.tokens.size(); ++i) {
+    c.positions.push_back(plan_.positions == PositionMode::kAbsolute ? c.tokens[i] : static_cast<int64_t>(i));
+  }
+  return c;
+}
+
+}  // namespace kvedge

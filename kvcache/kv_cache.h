@@ -1,0 +1,97 @@
+// KvCache: the KV arena of one stream. One lane per (layer, kv head), each a
+// fixed region of one 64-byte-aligned reservation:
+//
+//   lane: [sinks S×D f32 K,V][heavy blocks K|V][ring blocks K|V][tail block K,V][h2o scores, heavy ids]
+//
+// New tokens enter the hot tail (f16, or f32 for f32 caches) at slot t with
+// keys stored as R(t)·k (see simd/kv_kernels.h); a full tail is quantized into
+// the ring, channel-wise for keys, token-wise for values. Policies evict from
+// the oldest ring block (window/sinks: token by token; h2o: a block at a time,
+// keeping the heaviest of the leaving block and the current heavy hitters,
+// re-quantized into the heavy blocks). Nothing allocates after Create().
+#ifndef KVEDGE_KVCACHE_KV_CACHE_H_
+#define KVEDGE_KVCACHE_KV_CACHE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kvcache/kv_cache_plan.h"
+#include "kvcache/rope_table.h"
+#include "platform/memory.h"
+#include "platform/status.h"
+#include "platform/thread_arena.h"
+
+namespace kvedge {
+
+struct KvCacheStats {
+  uint64_t tokens_seen = 0;       // tokens appended over the stream's life
+  uint64_t tokens_held = 0;       // tokens in each lane now
+  uint64_t tokens_evicted = 0;
+  uint64_t arena_bytes = 0;       // reserved once, constant
+  uint64_t held_bytes = 0;        // storage holding tokens now (all lanes)
+  uint64_t f16_full_bytes = 0;    // an f16 cache of every token seen
+};
+
+// Not thread-safe: one stream, driven by one thread (it may use a ThreadArena
+// inside Attend). Move-only through unique_ptr.
+class KvCache {
+ public:
+  // Reserves the whole arena from `budget` (may be null: unaccounted).
+  static StatusOr<std::unique_ptr<KvCache>> Create(const KvCachePlan& plan, MemoryBudget* budget);
+  ~KvCache();
+
+  const KvCachePlan& plan() const { return plan_; }
+
+  // OK if one more token fits; kResourceExhausted ("context full") for the
+  // `full` policy at capacity. Call before appending a token to any layer.
+  Status CheckRoom() const;
+
+  // Appends one token's keys and values to every lane of `layer`.
+  // k, v: f32 [n_kv_heads][head_dim], pre-RoPE. Layers are appended in any
+  // order but each layer exactly once per token; precondition CheckRoom().
+  void Append(int layer, const float* k, const float* v);
+
+  // Attention of the newest token of `layer` (appended just before) over
+  // everything that layer holds. q: f32 [n_heads][head_dim] pre-RoPE;
+  // out: f32 [n_heads][head_dim]. Lanes run in parallel on `threads` (may be
+  // null). H2O scores are updated from the attention weights.
+  void Attend(int layer, const float* q, float* out, ThreadArena* threads);
+
+  KvCacheStats Stats() const;
+
+  // Introspection for tests and reports: the stream indices the lane holds, in
+  // cache order, and the RoPE position each gets for the next query.
+  struct LaneContents {
+    std::vector<int64_t> tokens;
+    std::vector<int64_t> positions;
+    std::vector<float> scores;  // h2o accumulated score per token (else empty)
+  };
+  LaneContents Contents(int layer, int kv_head) const;
+
+ private:
+  struct LayerState;
+  KvCache(const KvCachePlan& plan, AlignedBuffer arena);
+
+  uint8_t* Lane(int layer, int kv_head) const;
+  void AppendLane(LayerState& st, int layer, int kv_head, const float* k, const float* v, uint8_t* scratch);
+  void SealTail(LayerState& st, int layer, uint8_t* scratch);
+  void MergeHeavy(LayerState& st, int layer, int kv_head, int leaving_ring_slot, uint8_t* scratch);
+  void AttendLane(const LayerState& st, int layer, int kv_head, const float* q, float* out, uint8_t* scratch);
+  int64_t QueryPosition(const LayerState& st) const;
+
+  KvCachePlan plan_;
+  AlignedBuffer arena_;
+  RopeTable rope_;
+  std::vector<LayerState> layers_;  // sized once in Create
+  // Offsets inside a lane.
+  size_t off_sink_k_ = 0, off_sink_v_ = 0, off_blocks_k_ = 0, off_blocks_v_ = 0;
+  size_t off_tail_k_ = 0, off_tail_v_ = 0, off_scores_ = 0, off_heavy_ids_ = 0;
+  uint8_t* lanes_ = nullptr;
+  uint8_t* scratch_ = nullptr;  // [max_threads][scratch_bytes_per_thread]
+};
+
+}  // namespace kvedge
+
+#endif  // KVEDGE_KVCACHE_KV_CACHE_H_

@@ -1,0 +1,252 @@
+// Resolving policy defaults, per-lane layout and bytes; capacity from a budget.
+#include "kvcache/kv_cache_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "platform/memory.h"
+
+namespace kvedge {
+namespace {
+
+constexpr int G = kKvBlockTokens;
+constexpr int kRopeFine = 64;  // distances below this come from the fine table
+
+int CeilDiv(int a, int b) { return (a + b - 1) / b; }
+
+// Per-thread scratch of Attend/Append (see KvCache): scores and weights over
+// every slot, per-block RoPE angles and block pointers, a rotated query, f32
+// staging for sealing and H2O re-forming.
+size_t ScratchBytes(const KvCachePlan& p) {
+  const size_t d = static_cast<size_t>(p.shape.head_dim);
+  const size_t blocks = static_cast<size_t>(p.heavy_blocks + p.ring_blocks + 1);
+  const size_t slots = static_cast<size_t>(p.sinks) + blocks * G;
+  const size_t merge = static_cast<size_t>(p.heavy_blocks * G + G);  // heavy + leaving block
+  size_t bytes = 0;
+  bytes += RoundUp(2 * slots * sizeof(float), kAlignment);                       // scores, head-summed probs
+  bytes += RoundUp(blocks * static_cast<size_t>(p.shape.rope_dim) * sizeof(float), kAlignment);  // angles
+  bytes += RoundUp(2 * blocks * sizeof(void*), kAlignment);                       // key/value block pointers
+  bytes += RoundUp(2 * d * sizeof(float), kAlignment);                            // rotated q, sink angles
+  bytes += RoundUp(2 * G * d * sizeof(float), kAlignment);                        // sealing staging K, V
+  if (p.policy == EvictionPolicy::kH2O) {
+    bytes += RoundUp(2 * merge * d * sizeof(float), kAlignment);                  // candidates K, V
+    bytes += RoundUp(merge * sizeof(float), kAlignment) + 2 * RoundUp(merge * sizeof(int64_t), kAlignment) +
+             RoundUp(merge * sizeof(int32_t), kAlignment);                         // score, id, index, order
+  }
+  return bytes;
+}
+
+void ComputeBytes(KvCachePlan& p) {
+  const int d = p.shape.head_dim;
+  p.key_block_bytes = KeyBlockBytes(p.key_format, d);
+  p.value_block_bytes = ValueBlockBytes(p.value_format, d);
+  p.tail_key_bytes = KeyBlockBytes(p.tail_format, d);
+  p.tail_value_bytes = ValueBlockBytes(p.tail_format, d);
+  size_t lane = 0;
+  lane += RoundUp(2 * static_cast<size_t>(p.sinks) * d * sizeof(float), kAlignment);
+  lane += RoundUp(static_cast<size_t>(p.heavy_blocks + p.ring_blocks) * p.key_block_bytes, kAlignment);
+  lane += RoundUp(static_cast<size_t>(p.heavy_blocks + p.ring_blocks) * p.value_block_bytes, kAlignment);
+  lane += RoundUp(p.tail_key_bytes, kAlignment) + RoundUp(p.tail_value_bytes, kAlignment);
+  if (p.policy == EvictionPolicy::kH2O) {
+    const size_t slots = static_cast<size_t>(p.heavy_blocks + p.ring_blocks + 1) * G;
+    lane += RoundUp(slots * sizeof(float), kAlignment);
+    lane += RoundUp(static_cast<size_t>(p.heavy_blocks) * G * sizeof(int64_t), kAlignment);
+  }
+  p.lane_bytes = lane;
+  const int max_distance = p.capacity + G;
+  p.rope_table_bytes = RoundUp(
+      static_cast<size_t>(kRopeFine + max_distance / kRopeFine + 1) * p.shape.rope_dim * sizeof(float), kAlignment);
+  p.scratch_bytes_per_thread = ScratchBytes(p);
+  p.arena_bytes = static_cast<size_t>(p.lanes()) * p.lane_bytes + p.rope_table_bytes +
+                  static_cast<size_t>(p.max_threads) * p.scratch_bytes_per_thread;
+}
+
+// Fills S/H/W, block counts and bytes for a given capacity. The capacity must
+// already be ≥ the policy minimum.
+void Resolve(KvCachePlan& p, const KvCacheOptions& o, int capacity) {
+  p.capacity = capacity;
+  const int rest = capacity - p.sinks;
+  switch (p.policy) {
+    case EvictionPolicy::kFull:
+      p.heavy = 0;
+      p.window = capacity;
+      p.ring_blocks = capacity / G;  // the hot tail holds the remainder
+      break;
+    case EvictionPolicy::kWindow:
+    case EvictionPolicy::kSinks:
+      p.heavy = 0;
+      p.window = rest;
+      // At sealing time the ring holds ≤ W − G tokens ending on a block edge.
+      p.ring_blocks = CeilDiv(p.window, G);
+      break;
+    case EvictionPolicy::kH2O:
+      // Blocks leave the window whole, so W is a whole number of blocks: the
+      // ring plus a full hot tail.
+      if (o.window >= 0) {
+        p.window = o.window / G * G;
+        p.heavy = o.heavy >= 0 ? o.heavy : rest - p.window;
+      } else if (o.heavy >= 0) {
+        p.heavy = o.heavy;
+        p.window = (rest - p.heavy) / G * G;
+      } else {  // even split, to block granularity
+        p.window = std::max(2 * G, (rest / 2 + G / 2) / G * G);
+        p.heavy = rest - p.window;
+      }
+      p.ring_blocks = p.window / G - 1;
+      p.capacity = p.sinks + p.heavy + p.window;
+      break;
+  }
+  p.heavy_blocks = CeilDiv(p.heavy, G);
+  ComputeBytes(p);
+}
+
+int MinimumCapacity(const KvCachePlan& p, const KvCacheOptions& o) {
+  switch (p.policy) {
+    case EvictionPolicy::kFull: return 1;
+    case EvictionPolicy::kWindow:
+    case EvictionPolicy::kSinks: return p.sinks + G;
+    case EvictionPolicy::kH2O: return p.sinks + std::max(o.heavy, 0) + 2 * G;
+  }
+  return 1;
+}
+
+}  // namespace
+
+const char* EvictionPolicyName(EvictionPolicy p) {
+  switch (p) {
+    case EvictionPolicy::kFull: return "full";
+    case EvictionPolicy::kWindow: return "window";
+    case EvictionPolicy::kSinks: return "sinks";
+    case EvictionPolicy::kH2O: return "h2o";
+  }
+  return "?";
+}
+
+bool ParseEvictionPolicy(const std::string& name, EvictionPolicy* out) {
+  for (EvictionPolicy p : {EvictionPolicy::kFull, EvictionPolicy::kWindow, EvictionPolicy::kSinks, EvictionPolicy::kH2O}) {
+    if (name == EvictionPolicyName(p)) {
+      *out = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* PositionModeName(PositionMode m) {
+  return m == PositionMode::kInCache ? "in-cache" : "absolute";
+}
+
+uint64_t KvCachePlan::F16FullBytes(uint64_t tokens) const {
+  return tokens * static_cast<uint64_t>(lanes()) * static_cast<uint64_t>(shape.head_dim) * 2 * sizeof(uint16_t);
+}
+
+std::string KvCachePlan::Describe() const {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "%s cache, keys %s, values %s, %d tokens/lane (sinks %d, heavy %d, window %d), %s",
+                EvictionPolicyName(policy), KvFormatName(key_format), KvFormatName(value_format), capacity, sinks,
+                heavy, window, FormatBytes(arena_bytes).c_str());
+  return buf;
+}
+
+StatusOr<KvCachePlan> PlanKvCache(const KvShape& s, const KvCacheOptions& o, int max_threads) {
+  if (s.n_layers <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 || s.n_heads % s.n_kv_heads != 0) {
+    return InvalidArgument("KV cache: bad attention shape (layers " + std::to_string(s.n_layers) + ", heads " +
+                           std::to_string(s.n_heads) + ", kv heads " + std::to_string(s.n_kv_heads) +
+                           "): heads must be a positive multiple of kv heads");
+  }
+  if (!IsSupportedHeadDim(s.head_dim)) {
+    return Unsupported("KV cache: head dimension " + std::to_string(s.head_dim) +
+                       " is not supported (a multiple of 8 that is 8, 16, 32 or a multiple of 32, up to " +
+                       std::to_string(kMaxHeadDim) + ")");
+  }
+  if (s.rope_dim < 0 || s.rope_dim > s.head_dim || s.rope_dim % 2 != 0) {
+    return InvalidArgument("KV cache: rope dimension " + std::to_string(s.rope_dim) +
+                           " must be even and at most the head dimension " + std::to_string(s.head_dim));
+  }
+  if (max_threads < 1 || max_threads > 1024) return InvalidArgument("KV cache: bad thread count");
+  if (!(o.h2o_decay > 0.0f && o.h2o_decay <= 1.0f)) {
+    return InvalidArgument("KV cache: h2o decay must be in (0, 1]");
+  }
+  KvCachePlan p;
+  p.shape = s;
+  p.policy = o.policy;
+  p.positions = o.positions;
+  p.key_format = o.key_format;
+  p.value_format = o.value_format;
+  p.tail_format = (o.key_format == KvFormat::kF32 || o.value_format == KvFormat::kF32) ? KvFormat::kF32
+                                                                                       : KvFormat::kF16;
+  p.h2o_decay = o.h2o_decay;
+  p.max_threads = max_threads;
+  const bool has_sinks = o.policy == EvictionPolicy::kSinks || o.policy == EvictionPolicy::kH2O;
+  if (!has_sinks && o.sinks > 0) {
+    return InvalidArgument(std::string("KV cache: policy '") + EvictionPolicyName(o.policy) +
+                           "' keeps no sinks; use --policy sinks or h2o for --sinks");
+  }
+  if (o.policy != EvictionPolicy::kH2O && o.heavy > 0) {
+    return InvalidArgument("KV cache: heavy hitters need --policy h2o");
+  }
+  p.sinks = has_sinks ? (o.sinks >= 0 ? o.sinks : 4) : 0;
+  if (p.sinks > 1024) return InvalidArgument("KV cache: " + std::to_string(p.sinks) + " sinks is absurd (max 1024)");
+
+  const int minimum = MinimumCapacity(p, o);
+  int capacity = o.capacity;
+  if (capacity == 0 && o.budget_bytes == 0) {
+    if (o.window < 0 || (o.policy == EvictionPolicy::kH2O && o.heavy < 0)) {
+      return InvalidArgument("KV cache: give a capacity in tokens (-c) or a byte budget (--kv-budget)");
+    }
+    capacity = p.sinks + o.window + std::max(o.heavy, 0);
+  }
+  if (capacity < 0 || capacity > (1 << 26)) {
+    return InvalidArgument("KV cache: capacity " + std::to_string(capacity) + " tokens is out of range");
+  }
+  if (capacity > 0) {
+    if (capacity < minimum) {
+      return ResourceExhausted("KV cache: capacity " + std::to_string(capacity) + " tokens is below the minimum " +
+                               std::to_string(minimum) + " for policy " + EvictionPolicyName(o.policy) +
+                               " (sinks + one block of " + std::to_string(G) + " + the hot tail)");
+    }
+    if (o.window >= 0 && o.policy != EvictionPolicy::kH2O && p.sinks + o.window != capacity) {
+      return InvalidArgument("KV cache: sinks " + std::to_string(p.sinks) + " + window " + std::to_string(o.window) +
+                             " does not equal the capacity " + std::to_string(capacity));
+    }
+    Resolve(p, o, capacity);
+  } else {
+    // Largest capacity whose arena fits the budget (bytes grow with capacity).
+    Resolve(p, o, minimum);
+    if (p.arena_bytes > o.budget_bytes) {
+      return ResourceExhausted("KV budget " + FormatBytes(o.budget_bytes) + " is too small: policy " +
+                               EvictionPolicyName(o.policy) + " with " + KvFormatName(o.key_format) + "/" +
+                               KvFormatName(o.value_format) + " needs at least " + FormatBytes(p.arena_bytes) +
+                               " (sinks + one block + the hot tail, " + std::to_string(minimum) + " tokens per lane)");
+    }
+    int lo = minimum, hi = minimum;
+    while (hi < (1 << 26)) {
+      Resolve(p, o, std::min(hi * 2, 1 << 26));
+      if (p.arena_bytes > o.budget_bytes) break;
+      hi = std::min(hi * 2, 1 << 26);
+      lo = hi;
+    }
+    hi = std::min(hi * 2, 1 << 26);
+    while (lo < hi) {  // invariant: lo fits
+      const int mid = lo + (hi - lo + 1) / 2;
+      Resolve(p, o, mid);
+      if (p.arena_bytes <= o.budget_bytes) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    Resolve(p, o, lo);
+  }
+  if (p.policy == EvictionPolicy::kH2O) {
+    if (p.heavy < 0 || p.window < 2 * G) {
+      return InvalidArgument("KV cache: h2o needs a recent window of at least " + std::to_string(2 * G) +
+                             " tokens; capacity " + std::to_string(p.capacity) + " with " + std::to_string(p.sinks) +
+                             " sinks leaves heavy " + std::to_string(p.heavy) + ", window " +
+                             std::to_string(p.window));
+    }
+  }
+  return p;
+}
+
+}  // namespace kvedge

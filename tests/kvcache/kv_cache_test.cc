@@ -1,0 +1,344 @@
+// KV arena: policies against brute-force models, attention against naive
+// attention over the kept tokens, positions, byte bounds, zero allocations.
+#include "kvcache/kv_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <random>
+#include <vector>
+
+#include "platform/alloc_counter.h"
+#include "platform/thread_arena.h"
+
+namespace kvedge {
+namespace {
+
+constexpr int G = kKvBlockTokens;
+
+// Random per-token tensors for every layer: k, v [kv][D]; q [heads][D].
+struct Stream {
+  KvShape shape;
+  std::vector<std::vector<float>> k, v, q;  // [token·layers + layer]
+  Stream(const KvShape& s, int tokens, uint32_t seed, bool outliers = false) : shape(s) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> n(0.0f, 1.0f);
+    const int kvd = s.n_kv_heads * s.head_dim;
+    for (int t = 0; t < tokens * s.n_layers; ++t) {
+      std::vector<float> kk(kvd), vv(kvd), qq(static_cast<size_t>(s.n_heads) * s.head_dim);
+      for (int i = 0; i < kvd; ++i) {
+        kk[i] = n(rng) * ((outliers && i % s.head_dim == 3) ? 12.0f : 1.0f) + (outliers ? 0.5f : 0.0f);
+        vv[i] = n(rng);
+      }
+      for (auto& x : qq) x = n(rng);
+      k.push_back(std::move(kk));
+      v.push_back(std::move(vv));
+      q.push_back(std::move(qq));
+    }
+  }
+  const float* K(int t, int l) const { return k[static_cast<size_t>(t) * shape.n_layers + l].data(); }
+  const float* V(int t, int l) const { return v[static_cast<size_t>(t) * shape.n_layers + l].data(); }
+  const float* Q(int t, int l) const { return q[static_cast<size_t>(t) * shape.n_layers + l].data(); }
+};
+
+// x rotated to position pos (RoPE on adjacent pairs), in double.
+std::vector<double> Rotate(const float* x, const KvShape& s, int64_t pos) {
+  std::vector<double> out(x, x + s.head_dim);
+  for (int i = 0; i < s.rope_dim / 2; ++i) {
+    const double theta = std::pow(s.rope_theta, -2.0 * i / s.rope_dim);
+    const double a = theta * static_cast<double>(pos);
+    const double x0 = x[2 * i], x1 = x[2 * i + 1];
+    out[2 * i] = x0 * std::cos(a) - x1 * std::sin(a);
+    out[2 * i + 1] = x0 * std::sin(a) + x1 * std::cos(a);
+  }
+  return out;
+}
+
+// Naive attention of one query head over tokens at positions; returns the
+// output and (optionally) the softmax weights.
+std::vector<double> NaiveAttention(const Stream& st, int layer, int head, int query_token,
+                                   const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions,
+                                   int64_t query_pos, std::vector<double>* probs) {
+  const KvShape& s = st.shape;
+  const int kvh = head / (s.n_heads / s.n_kv_heads);
+  const auto q = Rotate(st.Q(query_token, layer) + static_cast<size_t>(head) * s.head_dim, s, query_pos);
+  std::vector<double> scores(tokens.size());
+  double mx = -1e300;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const auto k = Rotate(st.K(static_cast<int>(tokens[i]), layer) + static_cast<size_t>(kvh) * s.head_dim, s, positions[i]);
+    double dot = 0;
+    for (int c = 0; c < s.head_dim; ++c) dot += q[c] * k[c];
+    scores[i] = dot / std::sqrt(static_cast<double>(s.head_dim));
+    mx = std::max(mx, scores[i]);
+  }
+  double sum = 0;
+  for (auto& x : scores) sum += (x = std::exp(x - mx));
+  std::vector<double> out(s.head_dim, 0.0);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    scores[i] /= sum;
+    const float* v = st.V(static_cast<int>(tokens[i]), layer) + static_cast<size_t>(kvh) * s.head_dim;
+    for (int c = 0; c < s.head_dim; ++c) out[c] += scores[i] * v[c];
+  }
+  if (probs != nullptr) *probs = scores;
+  return out;
+}
+
+// Brute-force policy model for one lane: the kept stream indices in cache order.
+struct PolicyModel {
+  KvCachePlan plan;
+  std::vector<int64_t> sinks;
+  std::vector<std::pair<int64_t, double>> heavy;                  // (token, score), stream order
+  std::deque<std::vector<std::pair<int64_t, double>>> ring;       // blocks
+  std::vector<std::pair<int64_t, double>> tail;
+  std::deque<int64_t> window;                                     // window/sinks/full: token-exact
+  int64_t seen = 0;
+
+  void Append() {
+    const int64_t t = seen++;
+    if (static_cast<int>(sinks.size()) < plan.sinks) {
+      sinks.push_back(t);
+      return;
+    }
+    if (plan.policy != EvictionPolicy::kH2O) {
+      window.push_back(t);
+      if (plan.policy != EvictionPolicy::kFull && static_cast<int>(window.size()) > plan.window) window.pop_front();
+      return;
+    }
+    tail.push_back({t, 0.0});
+    if (static_cast<int>(tail.size()) == G) {
+      if (static_cast<int>(ring.size()) == plan.ring_blocks) {
+        auto cand = heavy;
+        for (auto& x : ring.front()) cand.push_back(x);
+        ring.pop_front();
+        std::stable_sort(cand.begin(), cand.end(), [](const auto& a, const auto& b) {
+          if (a.second != b.second) return a.second > b.second;
+          return a.first < b.first;
+        });
+        cand.resize(std::min<size_t>(cand.size(), static_cast<size_t>(plan.heavy)));
+        std::sort(cand.begin(), cand.end());
+        heavy = cand;
+      }
+      ring.push_back(tail);
+      tail.clear();
+    }
+  }
+  std::vector<int64_t> Kept() const {
+    std::vector<int64_t> out = sinks;
+    for (auto& x : heavy) out.push_back(x.first);
+    for (auto& b : ring) for (auto& x : b) out.push_back(x.first);
+    for (auto& x : tail) out.push_back(x.first);
+    for (auto x : window) out.push_back(x);
+    return out;
+  }
+  // Adds p (over Kept() order) to h2o scores: score = decay·score + p.
+  void AddScores(const std::vector<double>& p) {
+    size_t i = sinks.size();
+    const double decay = plan.h2o_decay;
+    for (auto& x : heavy) x.second = decay * x.second + p[i++];
+    for (auto& b : ring) for (auto& x : b) x.second = decay * x.second + p[i++];
+    for (auto& x : tail) x.second = decay * x.second + p[i++];
+  }
+};
+
+KvCachePlan MakePlan(const KvShape& shape, EvictionPolicy policy, KvFormat f, int capacity, int sinks = -1,
+                     int heavy = -1, PositionMode pos = PositionMode::kInCache, int threads = 1) {
+  KvCacheOptions o;
+  o.policy = policy;
+  o.key_format = f;
+  o.value_format = f;
+  o.capacity = capacity;
+  o.sinks = sinks;
+  o.heavy = heavy;
+  o.positions = pos;
+  auto plan = PlanKvCache(shape, o, threads);
+  KVEDGE_CHECK(plan.ok());
+  return *plan;
+}
+
+double RelL2(const std::vector<double>& ref, const float* got) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    num += (ref[i] - got[i]) * (ref[i] - got[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+struct PolicyCase {
+  EvictionPolicy policy;
+  int capacity, sinks, heavy;
+  PositionMode positions;
+};
+
+class PolicyTest : public ::testing::TestWithParam<PolicyCase> {};
+
+// Every step: the lane holds exactly what the brute-force model keeps, in the
+// same order, at the expected positions, and f32 attention over the arena
+// equals naive attention over those tokens.
+TEST_P(PolicyTest, MatchesBruteForceAndNaiveAttention) {
+  const PolicyCase pc = GetParam();
+  const KvShape shape{2, 4, 2, 16, 16, 10000.0};
+  const KvCachePlan plan = MakePlan(shape, pc.policy, KvFormat::kF32, pc.capacity, pc.sinks, pc.heavy, pc.positions);
+  auto cache = KvCache::Create(plan, nullptr);
+  ASSERT_TRUE(cache.ok());
+  const int tokens = pc.policy == EvictionPolicy::kFull ? pc.capacity : 700;
+  const Stream st(shape, tokens, 7);
+  std::vector<PolicyModel> models(static_cast<size_t>(shape.n_layers * shape.n_kv_heads), PolicyModel{plan});
+  std::vector<float> out(static_cast<size_t>(shape.n_heads) * shape.head_dim);
+  const int group = shape.n_heads / shape.n_kv_heads;
+  double worst = 0;
+  for (int t = 0; t < tokens; ++t) {
+    ASSERT_TRUE((*cache)->CheckRoom().ok());
+    for (int l = 0; l < shape.n_layers; ++l) {
+      (*cache)->Append(l, st.K(t, l), st.V(t, l));
+      (*cache)->Attend(l, st.Q(t, l), out.data(), nullptr);
+      for (int h = 0; h < shape.n_kv_heads; ++h) {
+        PolicyModel& m = models[static_cast<size_t>(l * shape.n_kv_heads + h)];
+        m.Append();
+        const auto kept = m.Kept();
+        const auto got = (*cache)->Contents(l, h);
+        ASSERT_EQ(got.tokens, kept) << "token " << t << " layer " << l << " lane " << h;
+        std::vector<int64_t> positions(kept.size());
+        for (size_t i = 0; i < kept.size(); ++i) {
+          positions[i] = pc.positions == PositionMode::kAbsolute ? kept[i] : static_cast<int64_t>(i);
+        }
+        ASSERT_EQ(got.positions, positions);
+        std::vector<double> psum(kept.size(), 0.0);
+        for (int g = 0; g < group; ++g) {
+          const int head = h * group + g;
+          std::vector<double> p;
+          const auto ref = NaiveAttention(st, l, head, t, kept, positions, positions.back(), &p);
+          const double err = RelL2(ref, out.data() + static_cast<size_t>(head) * shape.head_dim);
+          worst = std::max(worst, err);
+          ASSERT_LT(err, 2e-5) << "token " << t << " head " << head;
+          for (size_t i = 0; i < p.size(); ++i) psum[i] += p[i];
+        }
+        m.AddScores(psum);
+      }
+    }
+  }
+  const KvCacheStats s = (*cache)->Stats();
+  EXPECT_EQ(s.tokens_seen, static_cast<uint64_t>(tokens));
+  EXPECT_EQ(s.tokens_held + s.tokens_evicted, static_cast<uint64_t>(tokens));
+  RecordProperty("worst_rel_l2", std::to_string(worst));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, PolicyTest,
+    ::testing::Values(PolicyCase{EvictionPolicy::kFull, 150, -1, -1, PositionMode::kInCache},
+                      PolicyCase{EvictionPolicy::kWindow, 70, -1, -1, PositionMode::kInCache},
+                      PolicyCase{EvictionPolicy::kWindow, 64, -1, -1, PositionMode::kAbsolute},
+                      PolicyCase{EvictionPolicy::kSinks, 100, 4, -1, PositionMode::kInCache},
+                      PolicyCase{EvictionPolicy::kSinks, 37, 1, -1, PositionMode::kAbsolute},
+                      PolicyCase{EvictionPolicy::kH2O, 140, 4, 40, PositionMode::kInCache},
+                      PolicyCase{EvictionPolicy::kH2O, 200, 2, 70, PositionMode::kAbsolute},
+                      PolicyCase{EvictionPolicy::kH2O, 100, 4, -1, PositionMode::kInCache}),
+    [](const auto& info) {
+      const PolicyCase& c = info.param;
+      return std::string(EvictionPolicyName(c.policy)) + "_c" + std::to_string(c.capacity) + "_" +
+             (c.positions == PositionMode::kAbsolute ? "abs" : "cache");
+    });
+
+TEST(KvCacheTest, FullPolicyRefusesPastCapacity) {
+  const KvShape shape{1, 2, 1, 8, 8, 10000.0};
+  auto cache = KvCache::Create(MakePlan(shape, EvictionPolicy::kFull, KvFormat::kInt8, 40), nullptr);
+  ASSERT_TRUE(cache.ok());
+  const Stream st(shape, 40, 1);
+  std::vector<float> out(16);
+  for (int t = 0; t < 40; ++t) {
+    ASSERT_TRUE((*cache)->CheckRoom().ok()) << t;
+    (*cache)->Append(0, st.K(t, 0), st.V(t, 0));
+    (*cache)->Attend(0, st.Q(t, 0), out.data(), nullptr);
+  }
+  const Status s = (*cache)->CheckRoom();
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("context full"), std::string::npos);
+}
+
+// Quantized arenas: attention output error against naive f32 attention over
+// the same kept tokens, on keys with an outlier channel.
+TEST(KvCacheTest, QuantizedAttentionErrorIsBounded) {
+  const KvShape shape{1, 8, 2, 64, 64, 10000.0};
+  const int tokens = 400;
+  const Stream st(shape, tokens, 11, /*outliers=*/true);
+  for (KvFormat f : {KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4}) {
+    auto cache = KvCache::Create(MakePlan(shape, EvictionPolicy::kSinks, f, 260, 4), nullptr);
+    ASSERT_TRUE(cache.ok());
+    std::vector<float> out(static_cast<size_t>(shape.n_heads) * shape.head_dim);
+    double sum_err = 0;
+    int n = 0;
+    for (int t = 0; t < tokens; ++t) {
+      (*cache)->Append(0, st.K(t, 0), st.V(t, 0));
+      (*cache)->Attend(0, st.Q(t, 0), out.data(), nullptr);
+      if (t % 7 != 0) continue;
+      const auto c = (*cache)->Contents(0, 0);
+      for (int head = 0; head < 4; ++head) {  // heads of lane 0
+        const auto ref = NaiveAttention(st, 0, head, t, c.tokens, c.positions, c.positions.back(), nullptr);
+        sum_err += RelL2(ref, out.data() + static_cast<size_t>(head) * shape.head_dim);
+        ++n;
+      }
+    }
+    const double mean = sum_err / n;
+    const double bound = f == KvFormat::kF16 ? 2e-3 : f == KvFormat::kInt8 ? 1e-2 : 0.15;
+    EXPECT_LT(mean, bound) << KvFormatName(f);
+    std::printf("[ info ] %s arena attention mean relative L2 error %.5f\n", KvFormatName(f), mean);
+  }
+}
+
+TEST(KvCacheTest, ThreadedAttentionEqualsSingleThreaded) {
+  const KvShape shape{2, 8, 4, 32, 32, 10000.0};
+  const KvCachePlan plan = MakePlan(shape, EvictionPolicy::kH2O, KvFormat::kInt4, 200, 4, 60, PositionMode::kInCache, 2);
+  auto a = KvCache::Create(plan, nullptr);
+  auto b = KvCache::Create(plan, nullptr);
+  auto threads = ThreadArena::Create(2);
+  ASSERT_TRUE(a.ok() && b.ok() && threads.ok());
+  const Stream st(shape, 300, 5);
+  std::vector<float> oa(256), ob(256);
+  for (int t = 0; t < 300; ++t) {
+    for (int l = 0; l < 2; ++l) {
+      (*a)->Append(l, st.K(t, l), st.V(t, l));
+      (*b)->Append(l, st.K(t, l), st.V(t, l));
+      (*a)->Attend(l, st.Q(t, l), oa.data(), nullptr);
+      (*b)->Attend(l, st.Q(t, l), ob.data(), threads->get());
+      ASSERT_EQ(oa, ob) << t;
+    }
+  }
+  EXPECT_EQ((*a)->Contents(1, 3).tokens, (*b)->Contents(1, 3).tokens);
+}
+
+// Allocation-free appends and attention, constant arena, held ≤ arena at
+// every step of a 100k-token stream.
+TEST(KvCacheTest, LongStreamStaysInBudgetWithoutAllocating) {
+  const KvShape shape{1, 2, 1, 8, 8, 10000.0};
+  for (EvictionPolicy p : {EvictionPolicy::kWindow, EvictionPolicy::kSinks, EvictionPolicy::kH2O}) {
+    KvCacheOptions o;
+    o.policy = p;
+    o.budget_bytes = 24 << 10;
+    auto plan = PlanKvCache(shape, o, 1);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    MemoryBudget budget("test budget", o.budget_bytes);
+    auto cache = KvCache::Create(*plan, &budget);
+    ASSERT_TRUE(cache.ok());
+    const Stream st(shape, 64, 3);
+    std::vector<float> out(16);
+    const uint64_t arena = (*cache)->Stats().arena_bytes;
+    EXPECT_LE(budget.used(), o.budget_bytes);
+    ScopedAllocationCounter allocations;
+    for (int t = 0; t < 100000; ++t) {
+      (*cache)->Append(0, st.K(t % 64, 0), st.V(t % 64, 0));
+      (*cache)->Attend(0, st.Q(t % 64, 0), out.data(), nullptr);
+      const KvCacheStats s = (*cache)->Stats();
+      ASSERT_LE(s.held_bytes, s.arena_bytes) << t;
+      ASSERT_EQ(s.arena_bytes, arena);
+      ASSERT_LE(s.tokens_held, static_cast<uint64_t>(plan->capacity));
+    }
+    EXPECT_EQ(allocations.count(), 0) << EvictionPolicyName(p);
+    EXPECT_EQ(budget.high_water(), budget.used());
+    for (float x : out) EXPECT_TRUE(std::isfinite(x));
+  }
+}
+
+}  // namespace
+}  // namespace kvedge
