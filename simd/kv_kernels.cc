@@ -1,0 +1,676 @@
+// KV-cache kernels of kv_kernels.h, compiled once per Highway target with
+// runtime dispatch: one dispatch per call (a run of blocks), never per block.
+#include "platform/hwy_target_policy.h"  // must precede hwy headers
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "simd/kv_kernels.h"
+#include "simd/kv_kernels_ref.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "simd/kv_kernels.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kvedge {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+constexpr int kG = kKvBlockTokens;
+constexpr size_t kHalfG = kKvBlockTokens / 2;
+
+// ---------------------------------------------------------------- helpers
+
+HWY_INLINE float LoadF16Scalar(const uint8_t* p, size_t index) {
+  uint16_t h;
+  std::memcpy(&h, p + 2 * index, 2);
+  return F32FromF16(h);
+}
+
+// N f16 values at p (any alignment) widened to f32.
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadF16(DF df, const uint8_t* HWY_RESTRICT p) {
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+}
+
+// N bytes at p widened to f32 (int8 codes, or int4 bytes masked/shifted by the caller).
+template <class DF>
+HWY_INLINE hn::Vec<hn::Rebind<int32_t, DF>> LoadBytesAsI32(DF df, const uint8_t* HWY_RESTRICT p) {
+  const hn::Rebind<uint8_t, DF> du8;
+  const hn::Rebind<int32_t, DF> di;
+  return hn::BitCast(di, hn::PromoteTo(hn::Rebind<uint32_t, DF>(), hn::LoadU(du8, p)));
+}
+
+// f32 → f16 bits, round to nearest even, for n floats. Vector path for lanes
+// that are zero or normal in f16 (all real K/V data); any other lane (f16
+// subnormal, overflow, nan) sends its chunk to the exact scalar conversion.
+void F16FromF32Array(const float* HWY_RESTRICT src, size_t n, uint16_t* HWY_RESTRICT dst) {
+  const hn::CappedTag<float, 16> df;
+  const hn::Rebind<int32_t, decltype(df)> di;
+  const hn::Rebind<uint16_t, decltype(df)> du16;
+  const size_t N = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto bits = hn::BitCast(di, hn::LoadU(df, src + i));
+    const auto abs = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
+    const auto is_zero = hn::Eq(abs, hn::Zero(di));
+    const auto is_normal = hn::And(hn::Gt(abs, hn::Set(di, 0x387FFFFF)), hn::Lt(abs, hn::Set(di, 0x477FF000)));
+    if (!hn::AllTrue(di, hn::Or(is_zero, is_normal))) {
+      for (size_t k = 0; k < N; ++k) dst[i + k] = F16FromF32(src[i + k]);
+      continue;
+    }
+    // Rebias 127 → 15 and drop 13 mantissa bits; adding 0xFFF plus the kept
+    // lsb before the shift rounds to nearest even.
+    const auto lsb = hn::And(hn::ShiftRight<13>(abs), hn::Set(di, 1));
+    auto h = hn::ShiftRight<13>(hn::Sub(hn::Add(abs, hn::Add(hn::Set(di, 0xFFF), lsb)), hn::Set(di, 0x38000000)));
+    h = hn::IfThenZeroElse(is_zero, h);
+    h = hn::Or(h, hn::ShiftRight<16>(hn::And(bits, hn::Set(di, static_cast<int32_t>(0x80000000u)))));
+    // The sign shift is arithmetic: keep the low 16 bits only.
+    h = hn::And(h, hn::Set(di, 0xFFFF));
+    hn::StoreU(hn::DemoteTo(du16, h), du16, dst + i);
+  }
+  for (; i < n; ++i) dst[i] = F16FromF32(src[i]);
+}
+
+// x: [32] f32, one quantization group (a key channel or a value group).
+// codes: [32] one code per byte. Same arithmetic as ref::QuantizeGroup, so
+// the codes are bit-identical: exact division, round to nearest even.
+HWY_INLINE void QuantizeGroup32(const float* HWY_RESTRICT x, int bits, uint8_t* HWY_RESTRICT codes,
+                                uint16_t* scale_f16, uint16_t* min_f16) {
+  const hn::CappedTag<float, 32> df;
+  const hn::Rebind<int32_t, decltype(df)> di;
+  const hn::Rebind<uint8_t, decltype(df)> du8;
+  const size_t N = hn::Lanes(df);
+  auto vmin = hn::LoadU(df, x);
+  auto vmax = vmin;
+  for (size_t i = N; i < 32; i += N) {
+    const auto v = hn::LoadU(df, x + i);
+    vmin = hn::Min(vmin, v);
+    vmax = hn::Max(vmax, v);
+  }
+  const float lo = hn::GetLane(hn::MinOfLanes(df, vmin));
+  const float hi = hn::GetLane(hn::MaxOfLanes(df, vmax));
+  const float max_code = static_cast<float>((1 << bits) - 1);
+  *scale_f16 = F16FromF32((hi - lo) / max_code);
+  *min_f16 = F16FromF32(lo);
+  const float s = F32FromF16(*scale_f16);
+  if (s == 0.0f) {  // constant group (or scale below f16 range): all codes 0
+    std::memset(codes, 0, 32);
+    return;
+  }
+  const auto vs = hn::Set(df, s);
+  const auto vm = hn::Set(df, F32FromF16(*min_f16));
+  const auto vhi = hn::Set(df, max_code);
+  const auto vzero = hn::Zero(df);
+  for (size_t i = 0; i < 32; i += N) {
+    auto c = hn::Round(hn::Div(hn::Sub(hn::LoadU(df, x + i), vm), vs));
+    c = hn::Min(hn::Max(c, vzero), vhi);
+    hn::StoreU(hn::DemoteTo(du8, hn::ConvertTo(di, c)), du8, codes + i);
+  }
+}
+
+// dst[j] = lo[j] | hi[j] << 4 for j < n (codes < 16).
+HWY_INLINE void PackNibbles(const uint8_t* HWY_RESTRICT lo, const uint8_t* HWY_RESTRICT hi, size_t n,
+                            uint8_t* HWY_RESTRICT dst) {
+  const hn::CappedTag<uint8_t, 16> du8;
+  const size_t N = hn::Lanes(du8);
+  size_t j = 0;
+  for (; j + N <= n; j += N) {
+    const auto v = hn::Or(hn::LoadU(du8, lo + j), hn::ShiftLeft<4>(hn::LoadU(du8, hi + j)));
+    hn::StoreU(v, du8, dst + j);
+  }
+  for (; j < n; ++j) dst[j] = static_cast<uint8_t>(lo[j] | (hi[j] << 4));
+}
+
+// Inverse of PackNibbles.
+HWY_INLINE void UnpackNibbles(const uint8_t* HWY_RESTRICT src, size_t n, uint8_t* HWY_RESTRICT lo,
+                              uint8_t* HWY_RESTRICT hi) {
+  const hn::CappedTag<uint8_t, 16> du8;
+  const size_t N = hn::Lanes(du8);
+  const auto mask = hn::Set(du8, 0xF);
+  size_t j = 0;
+  for (; j + N <= n; j += N) {
+    const auto v = hn::LoadU(du8, src + j);
+    hn::StoreU(hn::And(v, mask), du8, lo + j);
+    hn::StoreU(hn::ShiftRight<4>(v), du8, hi + j);
+  }
+  for (; j < n; ++j) {
+    lo[j] = src[j] & 0xF;
+    hi[j] = src[j] >> 4;
+  }
+}
+
+// dst[i] = s·code[i] + m for 32 codes. Mul then Add (no fusion), as the reference.
+HWY_INLINE void DequantizeGroup32(const uint8_t* HWY_RESTRICT codes, float s, float m, float* HWY_RESTRICT dst) {
+  const hn::CappedTag<float, 16> df;
+  const size_t N = hn::Lanes(df);
+  const auto vs = hn::Set(df, s);
+  const auto vm = hn::Set(df, m);
+  for (size_t i = 0; i < 32; i += N) {
+    const auto c = hn::ConvertTo(df, LoadBytesAsI32(df, codes + i));
+    hn::StoreU(hn::Add(hn::Mul(vs, c), vm), df, dst + i);
+  }
+}
+
+void F32FromF16Array(const uint8_t* HWY_RESTRICT src, size_t n, float* HWY_RESTRICT dst) {
+  const hn::CappedTag<float, 16> df;
+  const size_t N = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(LoadF16(df, src + 2 * i), df, dst + i);
+  for (; i < n; ++i) dst[i] = LoadF16Scalar(src, i);
+}
+
+// ---------------------------------------------------------------- encode/decode
+
+void EncodeKeyBlock(KvFormat f, int d, const float* HWY_RESTRICT src, uint8_t* HWY_RESTRICT block) {
+  const size_t n = static_cast<size_t>(d) * kG;
+  if (f == KvFormat::kF32) {
+    std::memcpy(block, src, n * sizeof(float));
+    return;
+  }
+  if (f == KvFormat::kF16) {
+    F16FromF32Array(src, n, reinterpret_cast<uint16_t*>(block));
+    return;
+  }
+  uint8_t* scales = block + KeyBlockScalesOffset(f, d);
+  uint8_t* mins = block + KeyBlockMinsOffset(f, d);
+  for (int c = 0; c < d; ++c) {
+    uint16_t s, m;
+    if (f == KvFormat::kInt8) {
+      QuantizeGroup32(src + c * kG, 8, block + c * kG, &s, &m);
+    } else {
+      HWY_ALIGN uint8_t codes[kG];  // [G] one channel, one code per byte
+      QuantizeGroup32(src + c * kG, 4, codes, &s, &m);
+      PackNibbles(codes, codes + kHalfG, kHalfG, block + c * kHalfG);
+    }
+    std::memcpy(scales + 2 * c, &s, 2);
+    std::memcpy(mins + 2 * c, &m, 2);
+  }
+}
+
+void DecodeKeyBlock(KvFormat f, int d, const uint8_t* HWY_RESTRICT block, float* HWY_RESTRICT dst) {
+  const size_t n = static_cast<size_t>(d) * kG;
+  if (f == KvFormat::kF32) {
+    std::memcpy(dst, block, n * sizeof(float));
+    return;
+  }
+  if (f == KvFormat::kF16) {
+    F32FromF16Array(block, n, dst);
+    return;
+  }
+  const uint8_t* scales = block + KeyBlockScalesOffset(f, d);
+  const uint8_t* mins = block + KeyBlockMinsOffset(f, d);
+  for (int c = 0; c < d; ++c) {
+    HWY_ALIGN uint8_t codes[kG];  // [G] one channel
+    const uint8_t* channel = block + c * kG;
+    if (f == KvFormat::kInt4) {
+      UnpackNibbles(block + c * kHalfG, kHalfG, codes, codes + kHalfG);
+      channel = codes;
+    }
+    DequantizeGroup32(channel, LoadF16Scalar(scales, c), LoadF16Scalar(mins, c), dst + c * kG);
+  }
+}
+
+void EncodeValueBlock(KvFormat f, int d, const float* HWY_RESTRICT src, uint8_t* HWY_RESTRICT block) {
+  const size_t n = static_cast<size_t>(d) * kG;
+  if (f == KvFormat::kF32) {
+    std::memcpy(block, src, n * sizeof(float));
+    return;
+  }
+  if (f == KvFormat::kF16) {
+    F16FromF32Array(src, n, reinterpret_cast<uint16_t*>(block));
+    return;
+  }
+  HWY_ALIGN uint8_t codes[kG * kMaxHeadDim];  // [G][D] one code per byte (int4 only)
+  uint8_t* out = f == KvFormat::kInt8 ? block : codes;
+  uint8_t* scales = block + ValueBlockScalesOffset(f, d);
+  uint8_t* mins = block + ValueBlockMinsOffset(f, d);
+  for (size_t g = 0; g < n / kValueGroup; ++g) {
+    uint16_t s, m;
+    QuantizeGroup32(src + g * kValueGroup, KvCodeBits(f), out + g * kValueGroup, &s, &m);
+    std::memcpy(scales + 2 * g, &s, 2);
+    std::memcpy(mins + 2 * g, &m, 2);
+  }
+  if (f == KvFormat::kInt4) {
+    const size_t half = static_cast<size_t>(d) / 2;
+    for (int t = 0; t < kG; ++t) PackNibbles(codes + t * d, codes + t * d + half, half, block + t * half);
+  }
+}
+
+void DecodeValueBlock(KvFormat f, int d, const uint8_t* HWY_RESTRICT block, float* HWY_RESTRICT dst) {
+  const size_t n = static_cast<size_t>(d) * kG;
+  if (f == KvFormat::kF32) {
+    std::memcpy(dst, block, n * sizeof(float));
+    return;
+  }
+  if (f == KvFormat::kF16) {
+    F32FromF16Array(block, n, dst);
+    return;
+  }
+  HWY_ALIGN uint8_t codes[kG * kMaxHeadDim];  // [G][D] one code per byte (int4 only)
+  const uint8_t* in = block;
+  if (f == KvFormat::kInt4) {
+    const size_t half = static_cast<size_t>(d) / 2;
+    for (int t = 0; t < kG; ++t) UnpackNibbles(block + t * half, half, codes + t * d, codes + t * d + half);
+    in = codes;
+  }
+  const uint8_t* scales = block + ValueBlockScalesOffset(f, d);
+  const uint8_t* mins = block + ValueBlockMinsOffset(f, d);
+  for (size_t g = 0; g < n / kValueGroup; ++g) {
+    DequantizeGroup32(in + g * kValueGroup, LoadF16Scalar(scales, g), LoadF16Scalar(mins, g),
+                      dst + g * kValueGroup);
+  }
+}
+
+// ---------------------------------------------------------------- RoPE
+
+// out[2i] = x0·c − x1·s, out[2i+1] = x0·s + x1·c for i < half, where x0/x1
+// are the even/odd elements (deinterleaved: x0[i], x1[i]) and c/s = angles.
+HWY_INLINE void RotatePairs(size_t half, const float* HWY_RESTRICT x0, const float* HWY_RESTRICT x1,
+                            const float* HWY_RESTRICT angles, float* HWY_RESTRICT out) {
+  const hn::CappedTag<float, 16> df;
+  const size_t N = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + N <= half; i += N) {
+    const auto a = hn::LoadU(df, x0 + i);
+    const auto b = hn::LoadU(df, x1 + i);
+    const auto c = hn::LoadU(df, angles + i);
+    const auto s = hn::LoadU(df, angles + half + i);
+    hn::StoreInterleaved2(hn::Sub(hn::Mul(a, c), hn::Mul(b, s)), hn::Add(hn::Mul(a, s), hn::Mul(b, c)), df,
+                          out + 2 * i);
+  }
+  for (; i < half; ++i) {
+    const float c = angles[i], s = angles[half + i];
+    out[2 * i] = x0[i] * c - x1[i] * s;
+    out[2 * i + 1] = x0[i] * s + x1[i] * c;
+  }
+}
+
+void RopeRotate(int dim, int rope_dim, const float* angles, const float* x, float* out) {
+  const size_t half = static_cast<size_t>(rope_dim) / 2;
+  HWY_ALIGN float x0[kMaxHeadDim / 2];  // [rope_dim/2] even elements
+  HWY_ALIGN float x1[kMaxHeadDim / 2];  // [rope_dim/2] odd elements
+  for (size_t i = 0; i < half; ++i) {
+    x0[i] = x[2 * i];
+    x1[i] = x[2 * i + 1];
+  }
+  for (int i = static_cast<int>(2 * half); i < dim; ++i) out[i] = x[i];  // before out may alias x
+  RotatePairs(half, x0, x1, angles, out);
+}
+
+// ---------------------------------------------------------------- scores
+
+// One key block: out[t] = scale·(Σ_c qs[c]·code(c, t) + bias) for t < 32.
+// load(c, j, a, b) fills a with tokens j..j+N and b with tokens
+// j+pair_offset..+N of channel c, as f32. Passes over j cover the 32 tokens;
+// channels go four at a time into eight independent accumulators so the FMA
+// latency is hidden. d is a multiple of 8. qs: [D] query folded with scales.
+template <class DF, class LoadFn>
+HWY_INLINE void ScoreBlock(DF df, int d, size_t pass_end, size_t pass_step, size_t pair_offset,
+                           const float* HWY_RESTRICT qs, float bias, float scale, const LoadFn& load,
+                           float* HWY_RESTRICT out) {
+  using V = hn::Vec<DF>;
+  const V vbias = hn::Set(df, bias);
+  const V vscale = hn::Set(df, scale);
+  for (size_t j = 0; j < pass_end; j += pass_step) {
+    V a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+    V b0 = hn::Zero(df), b1 = hn::Zero(df), b2 = hn::Zero(df), b3 = hn::Zero(df);
+    for (int c = 0; c < d; c += 4) {
+      V x, y;
+      load(c + 0, j, x, y);
+      V q = hn::Set(df, qs[c + 0]);
+      a0 = hn::MulAdd(q, x, a0);
+      b0 = hn::MulAdd(q, y, b0);
+      load(c + 1, j, x, y);
+      q = hn::Set(df, qs[c + 1]);
+      a1 = hn::MulAdd(q, x, a1);
+      b1 = hn::MulAdd(q, y, b1);
+      load(c + 2, j, x, y);
+      q = hn::Set(df, qs[c + 2]);
+      a2 = hn::MulAdd(q, x, a2);
+      b2 = hn::MulAdd(q, y, b2);
+      load(c + 3, j, x, y);
+      q = hn::Set(df, qs[c + 3]);
+      a3 = hn::MulAdd(q, x, a3);
+      b3 = hn::MulAdd(q, y, b3);
+    }
+    const V a = hn::Add(hn::Add(a0, a1), hn::Add(a2, a3));
+    const V b = hn::Add(hn::Add(b0, b1), hn::Add(b2, b3));
+    hn::StoreU(hn::Mul(hn::Add(a, vbias), vscale), df, out + j);
+    hn::StoreU(hn::Mul(hn::Add(b, vbias), vscale), df, out + j + pair_offset);
+  }
+}
+
+// Quantized keys: qs[c] = qr[c]·scale[c], returns Σ_c qr[c]·min[c].
+HWY_INLINE float FoldKeyScales(int d, const float* HWY_RESTRICT qr, const uint8_t* HWY_RESTRICT scales,
+                               const uint8_t* HWY_RESTRICT mins, float* HWY_RESTRICT qs) {
+  const hn::CappedTag<float, 8> df;  // divides every head dim (multiples of 8)
+  const size_t N = hn::Lanes(df);
+  auto bias = hn::Zero(df);
+  for (size_t c = 0; c < static_cast<size_t>(d); c += N) {
+    const auto q = hn::LoadU(df, qr + c);
+    hn::StoreU(hn::Mul(q, LoadF16(df, scales + 2 * c)), df, qs + c);
+    bias = hn::MulAdd(q, LoadF16(df, mins + 2 * c), bias);
+  }
+  return hn::GetLane(hn::SumOfLanes(df, bias));
+}
+
+void ScoreKeyBlocks(KvFormat f, int d, int rope_dim, const float* HWY_RESTRICT q, const float* HWY_RESTRICT rot,
+                    const uint8_t* const* HWY_RESTRICT blocks, size_t n_blocks, float scale,
+                    float* HWY_RESTRICT scores) {
+  const hn::CappedTag<float, 16> df;  // ≤ 16 lanes: divides the 16/32-token runs
+  using V = hn::Vec<decltype(df)>;
+  const hn::Rebind<int32_t, decltype(df)> di;
+  const size_t N = hn::Lanes(df);
+  const size_t half = static_cast<size_t>(rope_dim) / 2;
+
+  // Per call: the query split into even/odd rotated elements; unrotated tail.
+  HWY_ALIGN float q0[kMaxHeadDim / 2];  // [rope_dim/2] q[2i]
+  HWY_ALIGN float q1[kMaxHeadDim / 2];  // [rope_dim/2] q[2i+1]
+  HWY_ALIGN float qr[kMaxHeadDim];      // [D] R_b q (tail fixed per call)
+  HWY_ALIGN float qs[kMaxHeadDim];      // [D] R_b q folded with key scales
+  for (size_t i = 0; i < half; ++i) {
+    q0[i] = q[2 * i];
+    q1[i] = q[2 * i + 1];
+  }
+  for (int c = static_cast<int>(2 * half); c < d; ++c) qr[c] = q[c];
+
+  for (size_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* HWY_RESTRICT block = blocks[b];
+    float* HWY_RESTRICT out = scores + b * kG;
+    RotatePairs(half, q0, q1, rot + b * rope_dim, qr);
+    switch (f) {
+      case KvFormat::kF32: {
+        const float* k = reinterpret_cast<const float*>(block);  // [D][G]
+        ScoreBlock(df, d, kG, 2 * N, N, qr, 0.0f, scale,
+                   [&](int c, size_t j, V& x, V& y) HWY_ATTR {
+                     x = hn::LoadU(df, k + c * kG + j);
+                     y = hn::LoadU(df, k + c * kG + j + N);
+                   },
+                   out);
+        break;
+      }
+      case KvFormat::kF16: {
+        ScoreBlock(df, d, kG, 2 * N, N, qr, 0.0f, scale,
+                   [&](int c, size_t j, V& x, V& y) HWY_ATTR {
+                     x = LoadF16(df, block + 2 * (c * kG + j));
+                     y = LoadF16(df, block + 2 * (c * kG + j + N));
+                   },
+                   out);
+        break;
+      }
+      case KvFormat::kInt8: {
+        const float bias = FoldKeyScales(d, qr, block + KeyBlockScalesOffset(f, d),
+                                         block + KeyBlockMinsOffset(f, d), qs);
+        ScoreBlock(df, d, kG, 2 * N, N, qs, bias, scale,
+                   [&](int c, size_t j, V& x, V& y) HWY_ATTR {
+                     x = hn::ConvertTo(df, LoadBytesAsI32(df, block + c * kG + j));
+                     y = hn::ConvertTo(df, LoadBytesAsI32(df, block + c * kG + j + N));
+                   },
+                   out);
+        break;
+      }
+      case KvFormat::kInt4: {
+        const float bias = FoldKeyScales(d, qr, block + KeyBlockScalesOffset(f, d),
+                                         block + KeyBlockMinsOffset(f, d), qs);
+        // One byte load gives token j (low nibble) and token j+16 (high).
+        ScoreBlock(df, d, kHalfG, N, kHalfG, qs, bias, scale,
+                   [&](int c, size_t j, V& x, V& y) HWY_ATTR {
+                     const auto mask = hn::Set(di, 0xF);
+                     const auto bytes = LoadBytesAsI32(df, block + c * kHalfG + j);
+                     x = hn::ConvertTo(df, hn::And(bytes, mask));
+                     y = hn::ConvertTo(df, hn::ShiftRight<4>(bytes));
+                   },
+                   out);
+        break;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- values
+
+// out[c0..c0+N) += Σ_t w_t·row_t, where load(t, x) fills x with token t's N
+// f32 elements. Tokens four at a time into independent accumulators.
+template <class DF, class LoadFn>
+HWY_INLINE void AccumulateFloatChunk(DF df, const float* HWY_RESTRICT w, const LoadFn& load, float* HWY_RESTRICT out) {
+  using V = hn::Vec<DF>;
+  V a0 = hn::LoadU(df, out), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+  V x;
+  for (int t = 0; t < kG; t += 4) {
+    load(t + 0, x);
+    a0 = hn::MulAdd(hn::Set(df, w[t + 0]), x, a0);
+    load(t + 1, x);
+    a1 = hn::MulAdd(hn::Set(df, w[t + 1]), x, a1);
+    load(t + 2, x);
+    a2 = hn::MulAdd(hn::Set(df, w[t + 2]), x, a2);
+    load(t + 3, x);
+    a3 = hn::MulAdd(hn::Set(df, w[t + 3]), x, a3);
+  }
+  hn::StoreU(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), df, out);
+}
+
+// Quantized values, per block: ws[t·cg + j] = w_t·scale of (token t, channel
+// group j) and bias[j] = Σ_t w_t·min of (t, j), where cg = max(D/32, 1)
+// groups per token (for D < 32 one group spans 32/D tokens: its index is t·D/32).
+HWY_INLINE void FoldValueWeights(int d, const float* HWY_RESTRICT w, const uint8_t* HWY_RESTRICT block,
+                                 KvFormat f, float* HWY_RESTRICT ws, float* HWY_RESTRICT bias) {
+  HWY_ALIGN float sf[kMaxHeadDim];  // [G·D/32] group scales
+  HWY_ALIGN float mf[kMaxHeadDim];  // [G·D/32] group mins
+  const size_t groups = static_cast<size_t>(d);  // G·D/32 = D
+  F32FromF16Array(block + ValueBlockScalesOffset(f, d), groups, sf);
+  F32FromF16Array(block + ValueBlockMinsOffset(f, d), groups, mf);
+  if (d >= kValueGroup) {
+    const int cg = d / kValueGroup;
+    for (int j = 0; j < cg; ++j) bias[j] = 0.0f;
+    for (int t = 0; t < kG; ++t) {
+      for (int j = 0; j < cg; ++j) {
+        ws[t * cg + j] = w[t] * sf[t * cg + j];
+        bias[j] += w[t] * mf[t * cg + j];
+      }
+    }
+  } else {
+    float sum = 0.0f;
+    for (int t = 0; t < kG; ++t) {
+      const int g = t * d / kValueGroup;
+      ws[t] = w[t] * sf[g];
+      sum += w[t] * mf[g];
+    }
+    bias[0] = sum;
+  }
+}
+
+// Chunk lanes: DF has N ≤ 16 lanes with N dividing the chunked width.
+template <class DF>
+void AccumulateBlocksT(DF df, KvFormat f, int d, const float* HWY_RESTRICT weights,
+                       const uint8_t* const* HWY_RESTRICT blocks, size_t n_blocks, float* HWY_RESTRICT out) {
+  using V = hn::Vec<DF>;
+  const hn::Rebind<int32_t, DF> di;
+  const size_t N = hn::Lanes(df);
+  const size_t D = static_cast<size_t>(d);
+  const int cg = d >= kValueGroup ? d / kValueGroup : 1;
+  HWY_ALIGN float ws[kMaxHeadDim];              // [G][cg] weight × group scale
+  HWY_ALIGN float bias[kMaxHeadDim / kValueGroup];  // [cg] Σ weight × group min
+  for (size_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* HWY_RESTRICT block = blocks[b];
+    const float* HWY_RESTRICT w = weights + b * kG;
+    switch (f) {
+      case KvFormat::kF32: {
+        const float* v = reinterpret_cast<const float*>(block);  // [G][D]
+        for (size_t c0 = 0; c0 < D; c0 += N) {
+          AccumulateFloatChunk(df, w, [&](int t, V& x) HWY_ATTR { x = hn::LoadU(df, v + t * D + c0); }, out + c0);
+        }
+        break;
+      }
+      case KvFormat::kF16: {
+        for (size_t c0 = 0; c0 < D; c0 += N) {
+          AccumulateFloatChunk(df, w, [&](int t, V& x) HWY_ATTR { x = LoadF16(df, block + 2 * (t * D + c0)); },
+                               out + c0);
+        }
+        break;
+      }
+      case KvFormat::kInt8: {
+        FoldValueWeights(d, w, block, f, ws, bias);
+        for (size_t c0 = 0; c0 < D; c0 += N) {
+          const int j = d >= kValueGroup ? static_cast<int>(c0) / kValueGroup : 0;
+          V a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+          for (int t = 0; t < kG; t += 4) {
+            const uint8_t* p = block + t * D + c0;
+            a0 = hn::MulAdd(hn::Set(df, ws[(t + 0) * cg + j]), hn::ConvertTo(df, LoadBytesAsI32(df, p)), a0);
+            a1 = hn::MulAdd(hn::Set(df, ws[(t + 1) * cg + j]), hn::ConvertTo(df, LoadBytesAsI32(df, p + D)), a1);
+            a2 = hn::MulAdd(hn::Set(df, ws[(t + 2) * cg + j]), hn::ConvertTo(df, LoadBytesAsI32(df, p + 2 * D)), a2);
+            a3 = hn::MulAdd(hn::Set(df, ws[(t + 3) * cg + j]), hn::ConvertTo(df, LoadBytesAsI32(df, p + 3 * D)), a3);
+          }
+          const V sum = hn::Add(hn::Add(a0, a1), hn::Add(a2, a3));
+          hn::StoreU(hn::Add(hn::LoadU(df, out + c0), hn::Add(sum, hn::Set(df, bias[j]))), df, out + c0);
+        }
+        break;
+      }
+      case KvFormat::kInt4: {
+        FoldValueWeights(d, w, block, f, ws, bias);
+        const size_t half = D / 2;
+        const auto mask = hn::Set(di, 0xF);
+        // Byte j of a token holds channel j (low) and j + D/2 (high).
+        for (size_t c0 = 0; c0 < half; c0 += N) {
+          const int jl = d >= kValueGroup ? static_cast<int>(c0) / kValueGroup : 0;
+          const int jh = d >= kValueGroup ? static_cast<int>(c0 + half) / kValueGroup : 0;
+          V a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+          V h0 = hn::Zero(df), h1 = hn::Zero(df), h2 = hn::Zero(df), h3 = hn::Zero(df);
+          for (int t = 0; t < kG; t += 4) {
+            const uint8_t* p = block + t * half + c0;
+            const auto x0 = LoadBytesAsI32(df, p);
+            const auto x1 = LoadBytesAsI32(df, p + half);
+            const auto x2 = LoadBytesAsI32(df, p + 2 * half);
+            const auto x3 = LoadBytesAsI32(df, p + 3 * half);
+            a0 = hn::MulAdd(hn::Set(df, ws[(t + 0) * cg + jl]), hn::ConvertTo(df, hn::And(x0, mask)), a0);
+            h0 = hn::MulAdd(hn::Set(df, ws[(t + 0) * cg + jh]), hn::ConvertTo(df, hn::ShiftRight<4>(x0)), h0);
+            a1 = hn::MulAdd(hn::Set(df, ws[(t + 1) * cg + jl]), hn::ConvertTo(df, hn::And(x1, mask)), a1);
+            h1 = hn::MulAdd(hn::Set(df, ws[(t + 1) * cg + jh]), hn::ConvertTo(df, hn::ShiftRight<4>(x1)), h1);
+            a2 = hn::MulAdd(hn::Set(df, ws[(t + 2) * cg + jl]), hn::ConvertTo(df, hn::And(x2, mask)), a2);
+            h2 = hn::MulAdd(hn::Set(df, ws[(t + 2) * cg + jh]), hn::ConvertTo(df, hn::ShiftRight<4>(x2)), h2);
+            a3 = hn::MulAdd(hn::Set(df, ws[(t + 3) * cg + jl]), hn::ConvertTo(df, hn::And(x3, mask)), a3);
+            h3 = hn::MulAdd(hn::Set(df, ws[(t + 3) * cg + jh]), hn::ConvertTo(df, hn::ShiftRight<4>(x3)), h3);
+          }
+          const V lo = hn::Add(hn::Add(a0, a1), hn::Add(a2, a3));
+          const V hi = hn::Add(hn::Add(h0, h1), hn::Add(h2, h3));
+          hn::StoreU(hn::Add(hn::LoadU(df, out + c0), hn::Add(lo, hn::Set(df, bias[jl]))), df, out + c0);
+          hn::StoreU(hn::Add(hn::LoadU(df, out + half + c0), hn::Add(hi, hn::Set(df, bias[jh]))), df,
+                     out + half + c0);
+        }
+        break;
+      }
+    }
+  }
+}
+
+void AccumulateValueBlocks(KvFormat f, int d, const float* HWY_RESTRICT weights,
+                           const uint8_t* const* HWY_RESTRICT blocks, size_t n_blocks, float* HWY_RESTRICT out) {
+  // Chunk width: D for float/int8 codes, D/2 for int4 (low/high halves).
+  const int width = f == KvFormat::kInt4 ? d / 2 : d;
+  if (width % 16 == 0) {
+    AccumulateBlocksT(hn::CappedTag<float, 16>(), f, d, weights, blocks, n_blocks, out);
+  } else if (width % 8 == 0) {
+    AccumulateBlocksT(hn::CappedTag<float, 8>(), f, d, weights, blocks, n_blocks, out);
+  } else {
+    AccumulateBlocksT(hn::CappedTag<float, 4>(), f, d, weights, blocks, n_blocks, out);
+  }
+}
+
+// ---------------------------------------------------------------- softmax
+
+float SoftmaxInPlace(float* HWY_RESTRICT x, size_t n) {
+  const hn::CappedTag<float, 16> df;
+  using V = hn::Vec<decltype(df)>;
+  const size_t N = hn::Lanes(df);
+  const float kNegInf = -std::numeric_limits<float>::infinity();
+  V vmax = hn::Set(df, kNegInf);
+  size_t i = 0;
+  for (; i + N <= n; i += N) vmax = hn::Max(vmax, hn::LoadU(df, x + i));
+  float max = hn::GetLane(hn::MaxOfLanes(df, vmax));
+  for (size_t k = i; k < n; ++k) max = x[k] > max ? x[k] : max;
+
+  // exp(x − max), 0 for −inf entries; the tail goes through a −inf padded copy
+  // so every element sees the same exp.
+  const V vm = hn::Set(df, max);
+  const V vninf = hn::Set(df, kNegInf);
+  V vsum = hn::Zero(df);
+  const auto exp_masked = [&](V v) HWY_ATTR {
+    return hn::IfThenZeroElse(hn::Eq(v, vninf), hn::Exp(df, hn::Sub(v, vm)));
+  };
+  for (i = 0; i + N <= n; i += N) {
+    const V e = exp_masked(hn::LoadU(df, x + i));
+    hn::StoreU(e, df, x + i);
+    vsum = hn::Add(vsum, e);
+  }
+  if (i < n) {
+    HWY_ALIGN float tail[16];
+    for (size_t k = 0; k < N; ++k) tail[k] = i + k < n ? x[i + k] : kNegInf;
+    const V e = exp_masked(hn::Load(df, tail));
+    hn::Store(e, df, tail);
+    vsum = hn::Add(vsum, e);
+    for (size_t k = i; k < n; ++k) x[k] = tail[k - i];
+  }
+  const V inv = hn::Set(df, 1.0f / hn::GetLane(hn::SumOfLanes(df, vsum)));
+  for (i = 0; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(df, x + i), inv), df, x + i);
+  for (; i < n; ++i) x[i] *= hn::GetLane(inv);
+  return max;
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace kvedge
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvedge {
+
+HWY_EXPORT(EncodeKeyBlock);
+HWY_EXPORT(DecodeKeyBlock);
+HWY_EXPORT(EncodeValueBlock);
+HWY_EXPORT(DecodeValueBlock);
+HWY_EXPORT(ScoreKeyBlocks);
+HWY_EXPORT(AccumulateValueBlocks);
+HWY_EXPORT(SoftmaxInPlace);
+HWY_EXPORT(RopeRotate);
+
+void EncodeKeyBlock(KvFormat f, int head_dim, const float* src, uint8_t* block) {
+  HWY_DYNAMIC_DISPATCH(EncodeKeyBlock)(f, head_dim, src, block);
+}
+void DecodeKeyBlock(KvFormat f, int head_dim, const uint8_t* block, float* dst) {
+  HWY_DYNAMIC_DISPATCH(DecodeKeyBlock)(f, head_dim, block, dst);
+}
+void EncodeValueBlock(KvFormat f, int head_dim, const float* src, uint8_t* block) {
+  HWY_DYNAMIC_DISPATCH(EncodeValueBlock)(f, head_dim, src, block);
+}
+void DecodeValueBlock(KvFormat f, int head_dim, const uint8_t* block, float* dst) {
+  HWY_DYNAMIC_DISPATCH(DecodeValueBlock)(f, head_dim, block, dst);
+}
+void ScoreKeyBlocks(KvFormat f, int head_dim, int rope_dim, const float* q, const float* rot,
+                    const uint8_t* const* blocks, size_t n_blocks, float scale, float* scores) {
+  HWY_DYNAMIC_DISPATCH(ScoreKeyBlocks)(f, head_dim, rope_dim, q, rot, blocks, n_blocks, scale, scores);
+}
+void AccumulateValueBlocks(KvFormat f, int head_dim, const float* weights, const uint8_t* const* blocks,
+                           size_t n_blocks, float* out) {
+  HWY_DYNAMIC_DISPATCH(AccumulateValueBlocks)(f, head_dim, weights, blocks, n_blocks, out);
+}
+float SoftmaxInPlace(float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(SoftmaxInPlace)(x, n); }
+void RopeRotate(int dim, int rope_dim, const float* angles, const float* x, float* out) {
+  HWY_DYNAMIC_DISPATCH(RopeRotate)(dim, rope_dim, angles, x, out);
+}
+
+// Double-precision trig per pair, once per block per step: no SIMD gain worth
+// a second implementation, so the reference is the implementation.
+void RopeAngles(double base, int rope_dim, int64_t distance, float* out) {
+  ref::RopeAngles(base, rope_dim, distance, out);
+}
+
+}  // namespace kvedge
+#endif  // HWY_ONCE

@@ -1,0 +1,463 @@
+// Per-target tests of the KV kernels (kv_kernels.h): each kernel against its
+// scalar reference (kv_kernels_ref.h), analytic quantization bounds, the RoPE
+// distance identity, masked softmax, and attention-output error on keys with
+// outlier channels. gtest shows one case per compiled Highway target; the
+// public kernels dispatch to the target the case selects.
+#include "platform/hwy_target_policy.h"  // must precede hwy headers
+
+#ifndef KVEDGE_TESTS_SIMD_KV_KERNELS_TEST_HELPERS_
+#define KVEDGE_TESTS_SIMD_KV_KERNELS_TEST_HELPERS_
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "simd/kv_format.h"
+#include "simd/kv_kernels.h"
+#include "simd/kv_kernels_ref.h"
+
+namespace kvedge {
+namespace kv_test {
+
+constexpr int kG = kKvBlockTokens;
+constexpr KvFormat kFormats[] = {KvFormat::kF32, KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4};
+constexpr int kHeadDims[] = {8, 16, 32, 64, 96, 128, 256};
+
+// Blocks at deliberately odd byte offsets (block b starts b % 3 bytes past a
+// fresh allocation) so no kernel may assume alignment.
+struct BlockRun {
+  std::vector<std::vector<uint8_t>> storage;
+  std::vector<const uint8_t*> ptrs;
+  std::vector<uint8_t*> mut;
+  BlockRun(size_t n, size_t bytes) : storage(n) {
+    for (size_t b = 0; b < n; ++b) {
+      storage[b].assign(bytes + 3, 0xCD);
+      mut.push_back(storage[b].data() + b % 3);
+      ptrs.push_back(mut.back());
+    }
+  }
+};
+
+std::vector<float> Gaussian(std::mt19937& rng, size_t n, float sigma = 1.0f, float mean = 0.0f) {
+  std::normal_distribution<float> dist(mean, sigma);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Channel-major [D][G] keys like real models' (KIVI/KVQuant observations):
+// ordinary channels N(0.5·o_c, 1) with a per-channel offset o_c ~ N(0, 1); a
+// few outlier channels (D/32, at least one) whose magnitude is 10–30x the
+// rest, consistent across tokens: ±U(10, 30) + N(0, 2²). `channel` holds
+// (mean, sigma) per channel so a run of blocks shares the same outliers.
+std::vector<float> RealisticKeys(std::mt19937& rng, int d, std::vector<float>* channel) {
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  if (channel->empty()) {
+    std::uniform_real_distribution<float> u(10.0f, 30.0f);
+    channel->resize(2 * d);
+    for (int c = 0; c < d; ++c) {
+      (*channel)[2 * c] = 0.5f * n01(rng);
+      (*channel)[2 * c + 1] = 1.0f;
+    }
+    for (int i = 0; i < std::max(1, d / 32); ++i) {
+      const int c = static_cast<int>(rng() % d);
+      (*channel)[2 * c] = (rng() % 2 ? 1.0f : -1.0f) * u(rng);
+      (*channel)[2 * c + 1] = 2.0f;
+    }
+  }
+  std::vector<float> k(static_cast<size_t>(d) * kG);
+  for (int c = 0; c < d; ++c) {
+    for (int t = 0; t < kG; ++t) k[c * kG + t] = (*channel)[2 * c] + (*channel)[2 * c + 1] * n01(rng);
+  }
+  return k;
+}
+
+float F16At(const uint8_t* p, size_t i) {
+  uint16_t h;
+  std::memcpy(&h, p + 2 * i, 2);
+  return F32FromF16(h);
+}
+
+// Bound on |v − f16(v)|: half an ulp, relative 2^-11 for normals, absolute
+// 2^-25 in the subnormal range.
+double F16Err(double v) { return std::max(std::fabs(v) * std::ldexp(1.0, -11), std::ldexp(1.0, -25)); }
+
+// Checks |x − deq(q(x))| for one group of 32 source floats. Derivation (see
+// ref::QuantizeGroup): with s_h, m_h the f16-rounded scale and min and
+// Q = 2^bits − 1, an unclamped code errs by ≤ s_h/2; clamping at 0 errs by
+// ≤ m_h − min ≤ F16Err(min); clamping at Q errs by ≤ max − m_h − Q·s_h =
+// Q(s − s_h) + (min − m_h) ≤ Q·F16Err(s) + F16Err(min). Hence
+// |err| ≤ s_h/2 + Q·F16Err(s) + F16Err(min) + f32 rounding of s_h·code + m_h.
+void ExpectGroupBound(const float* x, const float* deq, float s_h, int bits, const char* what, int group) {
+  const float lo = *std::min_element(x, x + 32);
+  const float hi = *std::max_element(x, x + 32);
+  const double q = (1 << bits) - 1;
+  const double s = (static_cast<double>(hi) - lo) / q;
+  const double f32_slop = 4 * std::ldexp(1.0, -24) * (std::fabs(lo) + std::fabs(hi) + s * q);
+  const double bound = s_h / 2.0 + q * F16Err(s) + F16Err(lo) + f32_slop;
+  for (int i = 0; i < 32; ++i) {
+    ASSERT_LE(std::fabs(static_cast<double>(x[i]) - deq[i]), bound)
+        << what << " group " << group << " element " << i << " x=" << x[i] << " deq=" << deq[i] << " s_h=" << s_h;
+  }
+}
+
+// Attention output for one query against n_blocks of keys/values.
+std::vector<float> Attend(KvFormat f, int d, const std::vector<float>& q, const std::vector<float>& rot,
+                          const BlockRun& keys, const BlockRun& values, size_t n_blocks) {
+  std::vector<float> scores(n_blocks * kG);
+  ScoreKeyBlocks(f, d, d, q.data(), rot.data(), keys.ptrs.data(), n_blocks, 1.0f / std::sqrt(static_cast<float>(d)),
+                 scores.data());
+  SoftmaxInPlace(scores.data(), scores.size());
+  std::vector<float> out(d, 0.0f);
+  AccumulateValueBlocks(f, d, scores.data(), values.ptrs.data(), n_blocks, out.data());
+  return out;
+}
+
+}  // namespace kv_test
+}  // namespace kvedge
+
+#endif  // KVEDGE_TESTS_SIMD_KV_KERNELS_TEST_HELPERS_
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "tests/simd/kv_kernels_test.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/tests/test_util-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kvedge {
+namespace HWY_NAMESPACE {
+namespace kt = kvedge::kv_test;
+
+// Encoded bytes must equal the reference's exactly (same arithmetic); decoded
+// floats too, within 1 ulp-scale slack.
+void TestEncodeDecodeMatchesRef() {
+  std::mt19937 rng(1);
+  for (KvFormat f : kt::kFormats) {
+    for (int d : kt::kHeadDims) {
+      const size_t n = static_cast<size_t>(d) * kt::kG;
+      std::vector<float> src = kt::Gaussian(rng, n, 3.0f, -1.0f);
+      for (size_t i = 0; i < n; i += 7) src[i] *= 25.0f;  // outliers
+      for (int pass = 0; pass < 2; ++pass) {
+        const bool keys = pass == 0;
+        const size_t bytes = keys ? KeyBlockBytes(f, d) : ValueBlockBytes(f, d);
+        kt::BlockRun fast(1, bytes), slow(1, bytes);
+        (keys ? EncodeKeyBlock : EncodeValueBlock)(f, d, src.data(), fast.mut[0]);
+        (keys ? ref::EncodeKeyBlock : ref::EncodeValueBlock)(f, d, src.data(), slow.mut[0]);
+        ASSERT_EQ(0, std::memcmp(fast.ptrs[0], slow.ptrs[0], bytes))
+            << KvFormatName(f) << " d=" << d << (keys ? " keys" : " values");
+        std::vector<float> a(n + 1), b(n);
+        (keys ? DecodeKeyBlock : DecodeValueBlock)(f, d, fast.ptrs[0], a.data() + 1);  // unaligned dst
+        (keys ? ref::DecodeKeyBlock : ref::DecodeValueBlock)(f, d, slow.ptrs[0], b.data());
+        for (size_t i = 0; i < n; ++i) {
+          ASSERT_NEAR(a[i + 1], b[i], 1e-6f * std::fabs(b[i]) + 1e-30f) << KvFormatName(f) << " d=" << d << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
+// Analytic round-trip bound on hard inputs: constant groups, huge and tiny
+// magnitudes, all-negative data, mixed signs.
+void TestQuantizationBounds() {
+  std::mt19937 rng(2);
+  for (KvFormat f : {KvFormat::kInt8, KvFormat::kInt4}) {
+    for (int d : kt::kHeadDims) {
+      const size_t n = static_cast<size_t>(d) * kt::kG;
+      for (int kind = 0; kind < 6; ++kind) {
+        std::vector<float> src;
+        switch (kind) {
+          case 0: src = kt::Gaussian(rng, n); break;
+          case 1: src.assign(n, 3.14159f); break;                     // constant groups
+          case 2: src = kt::Gaussian(rng, n, 1.5e4f); break;          // near the f16 range
+          case 3: src = kt::Gaussian(rng, n, 1e-6f); break;           // f16 subnormal scales
+          case 4: src = kt::Gaussian(rng, n, 2.0f, -50.0f); break;    // all negative
+          case 5: src = kt::Gaussian(rng, n, 1e-3f, 2000.0f); break;  // tiny spread, big offset
+        }
+        for (int pass = 0; pass < 2; ++pass) {
+          const bool keys = pass == 0;
+          const size_t bytes = keys ? KeyBlockBytes(f, d) : ValueBlockBytes(f, d);
+          kt::BlockRun blk(1, bytes);
+          std::vector<float> deq(n);
+          (keys ? EncodeKeyBlock : EncodeValueBlock)(f, d, src.data(), blk.mut[0]);
+          (keys ? DecodeKeyBlock : DecodeValueBlock)(f, d, blk.ptrs[0], deq.data());
+          const uint8_t* scales = blk.ptrs[0] + (keys ? KeyBlockScalesOffset(f, d) : ValueBlockScalesOffset(f, d));
+          // Keys: group = channel (32 tokens); values: 32 consecutive elements.
+          // Both are 32 contiguous source floats, D groups per block.
+          for (int g = 0; g < d; ++g) {
+            kt::ExpectGroupBound(src.data() + 32 * g, deq.data() + 32 * g, kt::F16At(scales, g), KvCodeBits(f),
+                                 keys ? "keys" : "values", g);
+            if (::testing::Test::HasFatalFailure()) return;
+          }
+          if (kind == 1) {  // constant: exact up to the f16 rounding of the value
+            for (size_t i = 0; i < n; ++i) ASSERT_NEAR(deq[i], src[i], kt::F16Err(src[i]));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Scores vs reference at every format, head dim, odd block counts, partial
+// RoPE, unaligned q/rot/scores/blocks. Tolerance: 2e-5 relative to
+// Σ_c |q_c|·(|k_ct| + |m_c|) — float vs double accumulation over ≤ 256 terms
+// plus the bias fold (Σ q·s·code + Σ q·m instead of Σ q·(s·code + m)).
+void TestScoreMatchesRef() {
+  std::mt19937 rng(3);
+  for (KvFormat f : kt::kFormats) {
+    for (int d : kt::kHeadDims) {
+      for (int rope_dim : {d, d / 2}) {
+        for (size_t n_blocks : {1, 2, 3, 5, 7, 16}) {
+          kt::BlockRun run(n_blocks, KeyBlockBytes(f, d));
+          std::vector<float> channel_scale;
+          for (size_t b = 0; b < n_blocks; ++b) {
+            const std::vector<float> k = kt::RealisticKeys(rng, d, &channel_scale);
+            EncodeKeyBlock(f, d, k.data(), run.mut[b]);
+          }
+          const std::vector<float> q = kt::Gaussian(rng, d + 1);
+          std::vector<float> rot(n_blocks * rope_dim + 1);
+          for (size_t b = 0; b < n_blocks; ++b) {
+            RopeAngles(10000.0, rope_dim, static_cast<int64_t>(rng() % 5000), rot.data() + 1 + b * rope_dim);
+          }
+          std::vector<float> fast(n_blocks * kt::kG + 1), slow(n_blocks * kt::kG);
+          const float scale = 0.125f;
+          ScoreKeyBlocks(f, d, rope_dim, q.data() + 1, rot.data() + 1, run.ptrs.data(), n_blocks, scale,
+                         fast.data() + 1);
+          ref::ScoreKeyBlocks(f, d, rope_dim, q.data() + 1, rot.data() + 1, run.ptrs.data(), n_blocks, scale,
+                              slow.data());
+          for (size_t b = 0; b < n_blocks; ++b) {
+            std::vector<float> k(static_cast<size_t>(d) * kt::kG);
+            ref::DecodeKeyBlock(f, d, run.ptrs[b], k.data());
+            const uint8_t* mins = run.ptrs[b] + KeyBlockMinsOffset(f, d);
+            for (int t = 0; t < kt::kG; ++t) {
+              double mag = 0.0;
+              for (int c = 0; c < d; ++c) {
+                const double m = IsQuantized(f) ? std::fabs(kt::F16At(mins, c)) : 0.0;
+                mag += std::fabs(q[c + 1]) * (std::fabs(k[c * kt::kG + t]) + m);
+              }
+              const size_t i = b * kt::kG + t;
+              ASSERT_NEAR(fast[i + 1], slow[i], 2e-5 * scale * mag + 1e-30)
+                  << KvFormatName(f) << " d=" << d << " rope=" << rope_dim << " blocks=" << n_blocks << " i=" << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// R(p_q)q · R(pb+t)k == (R(p_q − pb)q) · (R(t)k): keys stored rotated by their
+// slot offset, query rotated by the block distance. Far positions (10^6) to
+// show the double-precision angles hold. Tolerance 2e-5·|q||k| covers f32
+// cos/sin (rounded from double) and f32 rotations on both sides.
+void TestRopeIdentity() {
+  std::mt19937 rng(4);
+  for (int d : {8, 64, 128}) {
+    const int rope_dim = d;
+    const int64_t p_q = 1000003, pb = 999000;
+    std::vector<float> k_raw = kt::Gaussian(rng, static_cast<size_t>(d) * kt::kG);  // [G][D] token-major
+    std::vector<float> k_cm(static_cast<size_t>(d) * kt::kG);                      // [D][G] R(t)k
+    std::vector<float> ang(rope_dim), tmp(d);
+    for (int t = 0; t < kt::kG; ++t) {
+      RopeAngles(10000.0, rope_dim, t, ang.data());
+      RopeRotate(d, rope_dim, ang.data(), k_raw.data() + t * d, tmp.data());
+      for (int c = 0; c < d; ++c) k_cm[c * kt::kG + t] = tmp[c];
+    }
+    kt::BlockRun run(1, KeyBlockBytes(KvFormat::kF32, d));
+    EncodeKeyBlock(KvFormat::kF32, d, k_cm.data(), run.mut[0]);
+    const std::vector<float> q = kt::Gaussian(rng, d);
+    std::vector<float> rot(rope_dim), scores(kt::kG);
+    RopeAngles(10000.0, rope_dim, p_q - pb, rot.data());
+    ScoreKeyBlocks(KvFormat::kF32, d, rope_dim, q.data(), rot.data(), run.ptrs.data(), 1, 1.0f, scores.data());
+    // Direct: absolute positions, everything in double.
+    for (int t = 0; t < kt::kG; ++t) {
+      double dot = 0.0, qn = 0.0, kn = 0.0;
+      for (int i = 0; i < rope_dim / 2; ++i) {
+        const double theta = std::pow(10000.0, -2.0 * i / rope_dim);
+        const double aq = theta * static_cast<double>(p_q), ak = theta * static_cast<double>(pb + t);
+        const double q0 = q[2 * i] * std::cos(aq) - q[2 * i + 1] * std::sin(aq);
+        const double q1 = q[2 * i] * std::sin(aq) + q[2 * i + 1] * std::cos(aq);
+        const float* kr = k_raw.data() + t * d;
+        const double k0 = kr[2 * i] * std::cos(ak) - kr[2 * i + 1] * std::sin(ak);
+        const double k1 = kr[2 * i] * std::sin(ak) + kr[2 * i + 1] * std::cos(ak);
+        dot += q0 * k0 + q1 * k1;
+        qn += q0 * q0 + q1 * q1;
+        kn += k0 * k0 + k1 * k1;
+      }
+      ASSERT_NEAR(scores[t], dot, 2e-5 * std::sqrt(qn * kn)) << "d=" << d << " t=" << t;
+    }
+  }
+}
+
+void TestRopeKernels() {
+  std::mt19937 rng(5);
+  // Angles: exact values at distance 0, and agreement with long double far out.
+  std::vector<float> ang(kMaxHeadDim + 1);  // +1: unaligned use below
+  RopeAngles(500000.0, 128, 0, ang.data());
+  for (int i = 0; i < 64; ++i) {
+    ASSERT_EQ(ang[i], 1.0f);
+    ASSERT_EQ(ang[64 + i], 0.0f);
+  }
+  RopeAngles(10000.0, 128, 123456789, ang.data());
+  for (int i = 0; i < 64; ++i) {
+    const long double a = std::pow(10000.0L, -2.0L * i / 128) * 123456789.0L;
+    ASSERT_NEAR(ang[i], static_cast<float>(std::cos(a)), 1e-6f) << i;
+    ASSERT_NEAR(ang[64 + i], static_cast<float>(std::sin(a)), 1e-6f) << i;
+  }
+  // RopeRotate vs reference, partial rope_dim, unaligned, in place.
+  for (int d : kt::kHeadDims) {
+    for (int rope_dim : {d, d / 2, 2}) {
+      RopeAngles(10000.0, rope_dim, static_cast<int64_t>(rng() % 100000), ang.data() + 1);
+      const std::vector<float> x = kt::Gaussian(rng, d + 1);
+      std::vector<float> fast(d + 1), slow(d), in_place(x);
+      RopeRotate(d, rope_dim, ang.data() + 1, x.data() + 1, fast.data() + 1);
+      ref::RopeRotate(d, rope_dim, ang.data() + 1, x.data() + 1, slow.data());
+      RopeRotate(d, rope_dim, ang.data() + 1, in_place.data() + 1, in_place.data() + 1);
+      for (int i = 0; i < d; ++i) {
+        ASSERT_NEAR(fast[i + 1], slow[i], 1e-6f * (std::fabs(x[i + 1]) + 1.0f)) << d << " " << rope_dim << " " << i;
+        ASSERT_EQ(fast[i + 1], in_place[i + 1]) << d << " " << rope_dim << " " << i;
+      }
+    }
+  }
+}
+
+// Softmax vs reference at lengths 1…5×16 and long runs, with −inf masks.
+// Tolerance 1e-5 relative: the kernel sums in f32 (the scalar target
+// serially, error ~√n·2^-24 ≈ 4e-6 at n = 4097), the reference in double.
+void TestSoftmax() {
+  std::mt19937 rng(6);
+  std::vector<size_t> lengths;
+  for (size_t n = 1; n <= 80; ++n) lengths.push_back(n);
+  lengths.push_back(1000);
+  lengths.push_back(4097);
+  for (size_t n : lengths) {
+    std::vector<float> x = kt::Gaussian(rng, n + 1, 4.0f);
+    for (size_t i = 1; i < n + 1; ++i) {
+      if (rng() % 4 == 0) x[i] = -std::numeric_limits<float>::infinity();
+    }
+    x[1 + rng() % n] = 2.0f;  // at least one finite entry
+    std::vector<float> slow(x.begin() + 1, x.end());
+    const float m_fast = SoftmaxInPlace(x.data() + 1, n);  // unaligned
+    const float m_slow = ref::SoftmaxInPlace(slow.data(), n);
+    ASSERT_EQ(m_fast, m_slow);
+    double sum = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+      if (slow[i] == 0.0f) {
+        ASSERT_EQ(x[i + 1], 0.0f) << n << " " << i;
+      }
+      ASSERT_NEAR(x[i + 1], slow[i], 1e-5f * slow[i] + 1e-12f) << n << " " << i;
+      sum += x[i + 1];
+    }
+    ASSERT_NEAR(sum, 1.0, 1e-5) << n;
+  }
+}
+
+// Weighted value sums vs reference; weights a softmax with masked zeros; out
+// starts non-zero (the kernel accumulates). Tolerance 2e-5 relative to
+// Σ w·(|v| + |m|) (float accumulation and the min fold).
+void TestAccumulateMatchesRef() {
+  std::mt19937 rng(7);
+  for (KvFormat f : kt::kFormats) {
+    for (int d : kt::kHeadDims) {
+      for (size_t n_blocks : {1, 2, 3, 5, 7, 16}) {
+        kt::BlockRun run(n_blocks, ValueBlockBytes(f, d));
+        std::vector<std::vector<float>> deq(n_blocks);
+        for (size_t b = 0; b < n_blocks; ++b) {
+          std::vector<float> v = kt::Gaussian(rng, static_cast<size_t>(d) * kt::kG, 2.0f, 0.5f);
+          EncodeValueBlock(f, d, v.data(), run.mut[b]);
+          deq[b].resize(v.size());
+          ref::DecodeValueBlock(f, d, run.ptrs[b], deq[b].data());
+        }
+        std::vector<float> w = kt::Gaussian(rng, n_blocks * kt::kG + 1, 2.0f);
+        for (size_t i = 1; i < w.size(); i += 5) w[i] = -std::numeric_limits<float>::infinity();
+        SoftmaxInPlace(w.data() + 1, n_blocks * kt::kG);
+        std::vector<float> fast = kt::Gaussian(rng, d + 1);
+        std::vector<float> slow(fast.begin() + 1, fast.end());
+        AccumulateValueBlocks(f, d, w.data() + 1, run.ptrs.data(), n_blocks, fast.data() + 1);
+        ref::AccumulateValueBlocks(f, d, w.data() + 1, run.ptrs.data(), n_blocks, slow.data());
+        for (int c = 0; c < d; ++c) {
+          double mag = std::fabs(slow[c]);
+          for (size_t b = 0; b < n_blocks; ++b) {
+            for (int t = 0; t < kt::kG; ++t) mag += w[1 + b * kt::kG + t] * (std::fabs(deq[b][t * d + c]) + 4.0);
+          }
+          ASSERT_NEAR(fast[c + 1], slow[c], 2e-5 * mag) << KvFormatName(f) << " d=" << d << " blocks=" << n_blocks
+                                                        << " c=" << c;
+        }
+      }
+    }
+  }
+}
+
+// Relative L2 error of the attention output (scores → softmax → values) with
+// K and V in int8/int4 vs the f32 cache, on keys with outlier channels and
+// Gaussian values, 2048 tokens, 16 queries. Bounds: int8 < 1% (issue goal);
+// int4 < 15% and f16 < 0.3% (measured: int8 0.63–0.66%, int4 10.8–11.4%,
+// f16 0.09–0.11%; see docs/kernels.md).
+void TestAttentionErrorRealistic() {
+  for (int d : {64, 128}) {
+    std::mt19937 rng(8);
+    const size_t n_blocks = 64;
+    std::vector<float> channel_scale;
+    std::vector<std::vector<float>> k_src(n_blocks), v_src(n_blocks);
+    for (size_t b = 0; b < n_blocks; ++b) {
+      k_src[b] = kt::RealisticKeys(rng, d, &channel_scale);
+      v_src[b] = kt::Gaussian(rng, static_cast<size_t>(d) * kt::kG);
+    }
+    std::vector<float> rot(n_blocks * d);
+    for (size_t b = 0; b < n_blocks; ++b) {
+      RopeAngles(10000.0, d, static_cast<int64_t>((n_blocks - b) * kt::kG), rot.data() + b * d);
+    }
+    double err_sq[4] = {0, 0, 0, 0}, ref_sq = 0.0;
+    for (int query = 0; query < 16; ++query) {
+      const std::vector<float> q = kt::Gaussian(rng, d);
+      std::vector<float> out[4];
+      for (KvFormat f : kt::kFormats) {
+        kt::BlockRun keys(n_blocks, KeyBlockBytes(f, d)), values(n_blocks, ValueBlockBytes(f, d));
+        for (size_t b = 0; b < n_blocks; ++b) {
+          EncodeKeyBlock(f, d, k_src[b].data(), keys.mut[b]);
+          EncodeValueBlock(f, d, v_src[b].data(), values.mut[b]);
+        }
+        out[static_cast<int>(f)] = kt::Attend(f, d, q, rot, keys, values, n_blocks);
+      }
+      for (int c = 0; c < d; ++c) {
+        const double r = out[0][c];
+        ref_sq += r * r;
+        for (int f = 1; f < 4; ++f) err_sq[f] += (out[f][c] - r) * (out[f][c] - r);
+      }
+    }
+    const double rel_f16 = std::sqrt(err_sq[1] / ref_sq);
+    const double rel_int8 = std::sqrt(err_sq[2] / ref_sq);
+    const double rel_int4 = std::sqrt(err_sq[3] / ref_sq);
+    std::printf("[%s] attention output rel L2 vs f32, d=%d: f16 %.5f%%  int8 %.4f%%  int4 %.3f%%\n",
+                hwy::TargetName(HWY_TARGET), d, 100 * rel_f16, 100 * rel_int8, 100 * rel_int4);
+    EXPECT_LT(rel_f16, 3e-3) << d;
+    EXPECT_LT(rel_int8, 0.01) << d;
+    EXPECT_LT(rel_int4, 0.15) << d;
+    EXPECT_GT(rel_int4, rel_int8) << d;  // sanity: the error measure sees quantization
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace kvedge
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvedge {
+HWY_BEFORE_TEST(KvKernelsTest);
+HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestEncodeDecodeMatchesRef);
+HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestQuantizationBounds);
+HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestScoreMatchesRef);
+HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestRopeIdentity);
+HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestRopeKernels);
+HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestSoftmax);
+HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestAccumulateMatchesRef);
+HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestAttentionErrorRealistic);
+}  // namespace kvedge
+#endif  // HWY_ONCE
