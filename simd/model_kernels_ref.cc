@@ -1,0 +1,151 @@
+// Scalar reference kernels and the weight format table (names, row sizes).
+#include "simd/model_kernels_ref.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "simd/kv_format.h"
+
+namespace kvedge {
+
+const char* WeightTypeName(WeightType t) {
+  switch (t) {
+    case WeightType::kF32: return "f32";
+    case WeightType::kF16: return "f16";
+    case WeightType::kBF16: return "bf16";
+    case WeightType::kQ8_0: return "q8_0";
+    case WeightType::kQ4_0: return "q4_0";
+  }
+  return "unknown";
+}
+
+size_t WeightRowBytes(WeightType t, size_t cols) {
+  switch (t) {
+    case WeightType::kF32: return cols * sizeof(float);
+    case WeightType::kF16:
+    case WeightType::kBF16: return cols * sizeof(uint16_t);
+    case WeightType::kQ8_0: return cols / kQuantBlock * sizeof(BlockQ8_0);
+    case WeightType::kQ4_0: return cols / kQuantBlock * sizeof(BlockQ4_0);
+  }
+  return 0;
+}
+
+namespace ref {
+namespace {
+
+const uint8_t* RowPtr(const MatrixView& w, size_t r) {
+  return static_cast<const uint8_t*>(w.data) + r * WeightRowBytes(w.type, w.cols);
+}
+
+// Integer code of weight c in a quantized row, and the f16 scale of its block.
+int QuantCode(const MatrixView& w, size_t r, size_t c, float* d) {
+  const size_t b = c / kQuantBlock;
+  const int j = static_cast<int>(c % kQuantBlock);
+  if (w.type == WeightType::kQ8_0) {
+    const BlockQ8_0& blk = reinterpret_cast<const BlockQ8_0*>(RowPtr(w, r))[b];
+    *d = F32FromF16(blk.d);
+    return blk.qs[j];
+  }
+  const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(RowPtr(w, r))[b];
+  *d = F32FromF16(blk.d);
+  constexpr int kHalf = kQuantBlock / 2;
+  return j < kHalf ? (blk.qs[j] & 15) - 8 : (blk.qs[j - kHalf] >> 4) - 8;
+}
+
+}  // namespace
+
+float DequantizeWeight(const MatrixView& w, size_t r, size_t c) {
+  const uint8_t* row = RowPtr(w, r);
+  switch (w.type) {
+    case WeightType::kF32: return reinterpret_cast<const float*>(row)[c];
+    case WeightType::kF16: return F32FromF16(reinterpret_cast<const uint16_t*>(row)[c]);
+    case WeightType::kBF16: return F32FromBF16(reinterpret_cast<const uint16_t*>(row)[c]);
+    case WeightType::kQ8_0:
+    case WeightType::kQ4_0: {
+      float d;
+      const int q = QuantCode(w, r, c, &d);
+      return d * static_cast<float>(q);
+    }
+  }
+  std::abort();
+}
+
+void DequantizeRow(const MatrixView& w, size_t r, float* out) {
+  for (size_t c = 0; c < w.cols; ++c) out[c] = DequantizeWeight(w, r, c);
+}
+
+void MatVecRows(const MatrixView& w, const float* x, float* y, size_t row_begin, size_t row_end) {
+  for (size_t r = row_begin; r < row_end; ++r) {
+    double sum = 0.0;
+    for (size_t c = 0; c < w.cols; ++c) sum += static_cast<double>(DequantizeWeight(w, r, c)) * x[c];
+    y[r] = static_cast<float>(sum);
+  }
+}
+
+void QuantizeActivations(const float* x, size_t cols, int16_t* q, float* dx) {
+  for (size_t b = 0; b < cols / kQuantBlock; ++b) {
+    const float* xb = x + b * kQuantBlock;
+    float amax = 0.0f;
+    for (int j = 0; j < kQuantBlock; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    dx[b] = d;
+    for (int j = 0; j < kQuantBlock; ++j) {
+      q[b * kQuantBlock + j] = static_cast<int16_t>(std::nearbyint(xb[j] * id));
+    }
+  }
+}
+
+void MatVecRowsQuantizedActivations(const MatrixView& w, const float* x, float* y, size_t row_begin,
+                                    size_t row_end) {
+  if (w.type != WeightType::kQ8_0 && w.type != WeightType::kQ4_0) {
+    std::fprintf(stderr, "%s:%d: quantized-activation reference needs Q8_0 or Q4_0 weights\n", __FILE__,
+                 __LINE__);
+    std::abort();
+  }
+  const size_t num_blocks = w.cols / kQuantBlock;
+  std::vector<int16_t> q(w.cols);     // [cols] int8 codes held in int16
+  std::vector<float> dx(num_blocks);  // [cols/32] f32 block scales
+  QuantizeActivations(x, w.cols, q.data(), dx.data());
+  for (size_t r = row_begin; r < row_end; ++r) {
+    double sum = 0.0;
+    for (size_t b = 0; b < num_blocks; ++b) {
+      float dw = 0.0f;
+      int32_t isum = 0;
+      for (int j = 0; j < kQuantBlock; ++j) {
+        isum += QuantCode(w, r, b * kQuantBlock + j, &dw) * q[b * kQuantBlock + j];
+      }
+      sum += static_cast<double>(dw) * dx[b] * isum;
+    }
+    y[r] = static_cast<float>(sum);
+  }
+}
+
+void RmsNorm(const float* x, const float* weight, size_t n, float eps, float* out) {
+  double ss = 0.0;
+  for (size_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const double scale = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(x[i] * scale * weight[i]);
+}
+
+void SwiGlu(const float* gate, const float* up, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+
+void AddInPlace(float* acc, const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] += x[i];
+}
+
+float DotF32(const float* a, const float* b, size_t n) {
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i) sum += static_cast<double>(a[i]) * b[i];
+  return static_cast<float>(sum);
+}
+
+}  // namespace ref
+}  // namespace kvedge

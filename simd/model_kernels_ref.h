@@ -1,0 +1,39 @@
+// Scalar reference kernels for model_kernels.h (namespace kvedge::ref): plain
+// loops over the GGUF block definitions, accumulating in double. Tests trust
+// these; they are slow on purpose and never used on the hot path.
+#ifndef KVEDGE_SIMD_MODEL_KERNELS_REF_H_
+#define KVEDGE_SIMD_MODEL_KERNELS_REF_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "simd/model_kernels.h"
+
+namespace kvedge::ref {
+
+// Weight (r, c) of w as f32, straight from the block definition.
+float DequantizeWeight(const MatrixView& w, size_t r, size_t c);
+// out: f32 [w.cols], row r of w.
+void DequantizeRow(const MatrixView& w, size_t r, float* out);
+
+// y[r] = Σ_c W[r][c]·x[c] in double, rounded once to f32.
+void MatVecRows(const MatrixView& w, const float* x, float* y, size_t row_begin, size_t row_end);
+
+// The int8-activation model of the fast Q8_0/Q4_0 path (see model_kernels.cc):
+// per block b of 32 activations, dx[b] = amax/127 (f32, not f16), id = 1/dx[b]
+// (0 if dx[b] = 0), q[j] = nearest-even(x[j]·id) ∈ [−127, 127].
+// x: f32 [cols]; q: [cols]; dx: [cols/32]; cols a multiple of 32.
+void QuantizeActivations(const float* x, size_t cols, int16_t* q, float* dx);
+// y[r] = Σ_b dw[r][b]·dx[b]·(Σ_j qw·qx), the integer block sums exact, the
+// outer sum in double: what the fast path computes up to f32 rounding.
+void MatVecRowsQuantizedActivations(const MatrixView& w, const float* x, float* y, size_t row_begin,
+                                    size_t row_end);
+
+void RmsNorm(const float* x, const float* weight, size_t n, float eps, float* out);
+void SwiGlu(const float* gate, const float* up, size_t n, float* out);
+void AddInPlace(float* acc, const float* x, size_t n);
+float DotF32(const float* a, const float* b, size_t n);
+
+}  // namespace kvedge::ref
+
+#endif  // KVEDGE_SIMD_MODEL_KERNELS_REF_H_
