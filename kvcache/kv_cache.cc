@@ -115,10 +115,11 @@ uint8_t* KvCache::Lane(int layer, int kv_head) const {
   return lanes_ + (static_cast<size_t>(layer) * plan_.shape.n_kv_heads + kv_head) * plan_.lane_bytes;
 }
 
-Status KvCache::CheckRoom() const {
-  if (plan_.policy == EvictionPolicy::kFull && !layers_.empty() && layers_[0].Held() >= plan_.capacity) {
-    return ResourceExhausted("context full: the cache holds its capacity of " + std::to_string(plan_.capacity) +
-                             " tokens (policy full); raise -c / --kv-budget or use an evicting policy");
+Status KvCache::CheckRoom(int tokens) const {
+  if (plan_.policy == EvictionPolicy::kFull && !layers_.empty() && layers_[0].Held() + tokens > plan_.capacity) {
+    return ResourceExhausted("context full: " + std::to_string(layers_[0].Held()) + " + " + std::to_string(tokens) +
+                             " tokens exceed the cache capacity of " + std::to_string(plan_.capacity) +
+                             " (policy full); raise -c / --kv-budget or use an evicting policy");
   }
   return OkStatus();
 }

@@ -44,9 +44,9 @@ class KvCache {
 
   const KvCachePlan& plan() const { return plan_; }
 
-  // OK if one more token fits; kResourceExhausted ("context full") for the
-  // `full` policy at capacity. Call before appending a token to any layer.
-  Status CheckRoom() const;
+  // OK if `tokens` more tokens fit; kResourceExhausted ("context full") for
+  // the `full` policy past capacity. Call before appending to any layer.
+  Status CheckRoom(int tokens = 1) const;
 
   // Appends one token's keys and values to every lane of `layer`.
   // k, v: f32 [n_kv_heads][head_dim], pre-RoPE. Layers are appended in any

@@ -1,0 +1,121 @@
+// The Llama forward pass over a Session's KV arena.
+#include "runtime/engine/session.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "simd/model_kernels.h"
+#include "simd/model_kernels_ref.h"
+
+namespace kvedge {
+
+KvShape KvShapeOf(const ModelConfig& c) {
+  return KvShape{c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.rope_dim, static_cast<double>(c.rope_theta)};
+}
+
+Session::Session(const ModelWeights& model, const SessionOptions& options) : model_(model), options_(options) {}
+Session::~Session() = default;
+
+StatusOr<std::unique_ptr<Session>> Session::Create(const ModelWeights& model, const SessionOptions& options,
+                                                   MemoryBudget* budget) {
+  if (options.max_batch < 1 || options.max_batch > 4096) {
+    return InvalidArgument("batch size " + std::to_string(options.max_batch) + " is out of range (1 to 4096)");
+  }
+  KVEDGE_ASSIGN_OR_RETURN(std::unique_ptr<ThreadArena> threads, ThreadArena::Create(options.threads));
+  KVEDGE_ASSIGN_OR_RETURN(KvCachePlan plan, PlanKvCache(KvShapeOf(model.config), options.kv, options.threads));
+  std::unique_ptr<Session> s(new Session(model, options));
+  KVEDGE_ASSIGN_OR_RETURN(s->cache_, KvCache::Create(plan, budget));
+  s->threads_ = std::move(threads);
+
+  const ModelConfig& c = model.config;
+  const size_t b = static_cast<size_t>(options.max_batch);
+  const size_t qdim = static_cast<size_t>(c.n_heads) * c.head_dim;
+  const size_t kvdim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
+  const size_t widths[] = {static_cast<size_t>(c.dim), static_cast<size_t>(c.dim), qdim, kvdim, kvdim, qdim,
+                           static_cast<size_t>(c.dim), static_cast<size_t>(c.hidden_dim),
+                           static_cast<size_t>(c.hidden_dim), static_cast<size_t>(c.vocab_size)};
+  size_t total = 0;
+  for (size_t w : widths) total += RoundUp(b * w * sizeof(float), kAlignment);
+  StatusOr<AlignedBuffer> scratch = budget != nullptr ? AlignedBuffer::Allocate(*budget, total, "session scratch")
+                                                      : AlignedBuffer::Allocate(total, "session scratch");
+  if (!scratch.ok()) return scratch.status();
+  s->scratch_ = std::move(scratch).value();
+  float** views[] = {&s->x_, &s->xb_, &s->q_, &s->k_, &s->v_, &s->att_, &s->proj_, &s->h1_, &s->h3_, &s->logits_};
+  uint8_t* p = s->scratch_.data();
+  for (size_t i = 0; i < std::size(widths); ++i) {
+    *views[i] = reinterpret_cast<float*>(p);
+    p += RoundUp(b * widths[i] * sizeof(float), kAlignment);
+  }
+  s->last_logits_ = s->logits_;
+  return s;
+}
+
+uint64_t Session::reserved_bytes() const { return cache_->Stats().arena_bytes + scratch_.size(); }
+
+Status Session::Feed(const int* tokens, size_t n) {
+  return FeedImpl(tokens, n, false, [](size_t, const float*) {});
+}
+
+Status Session::FeedAll(const int* tokens, size_t n, FunctionRef<void(size_t, const float*)> on_logits) {
+  return FeedImpl(tokens, n, true, on_logits);
+}
+
+Status Session::FeedImpl(const int* tokens, size_t n, bool all, FunctionRef<void(size_t, const float*)> on_logits) {
+  const int vocab = model_.config.vocab_size;
+  for (size_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab) {
+      return InvalidArgument("token id " + std::to_string(tokens[i]) + " at position " + std::to_string(i) +
+                             " is outside the vocabulary (0 to " + std::to_string(vocab - 1) + ")");
+    }
+  }
+  const size_t max_batch = static_cast<size_t>(options_.max_batch);
+  for (size_t start = 0; start < n; start += max_batch) {
+    const size_t len = std::min(max_batch, n - start);
+    // A `full` cache refuses before any layer changes; evicting caches always have room.
+    KVEDGE_RETURN_IF_ERROR(cache_->CheckRoom(static_cast<int>(len)));
+    ForwardChunk(tokens + start, len, all);
+    if (all) {
+      for (size_t i = 0; i < len; ++i) on_logits(start + i, logits_ + i * vocab);
+    }
+    last_logits_ = all ? logits_ + (len - 1) * vocab : logits_;
+    tokens_fed_ += len;
+  }
+  return OkStatus();
+}
+
+// Shapes: x/xb/proj [n][dim], q/att [n][n_heads·hd], k/v [n][kv_dim],
+// h1/h3 [n][hidden], logits [n or 1][vocab].
+void Session::ForwardChunk(const int* tokens, size_t n, bool all_logits) {
+  const ModelConfig& c = model_.config;
+  const size_t dim = static_cast<size_t>(c.dim);
+  const size_t qdim = static_cast<size_t>(c.n_heads) * c.head_dim;
+  const size_t kvdim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
+  const size_t hidden = static_cast<size_t>(c.hidden_dim);
+  ThreadArena* t = threads_.get();
+  for (size_t i = 0; i < n; ++i) ref::DequantizeRow(model_.token_embedding, static_cast<size_t>(tokens[i]), x_ + i * dim);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& w = model_.layers[static_cast<size_t>(l)];
+    for (size_t i = 0; i < n; ++i) RmsNorm(x_ + i * dim, w.attn_norm, dim, c.rms_eps, xb_ + i * dim);
+    MatMul(w.wq, xb_, n, q_, t);
+    MatMul(w.wk, xb_, n, k_, t);
+    MatMul(w.wv, xb_, n, v_, t);
+    for (size_t i = 0; i < n; ++i) {
+      cache_->Append(l, k_ + i * kvdim, v_ + i * kvdim);
+      cache_->Attend(l, q_ + i * qdim, att_ + i * qdim, t);
+    }
+    MatMul(w.wo, att_, n, proj_, t);
+    for (size_t i = 0; i < n; ++i) AddInPlace(x_ + i * dim, proj_ + i * dim, dim);
+    for (size_t i = 0; i < n; ++i) RmsNorm(x_ + i * dim, w.ffn_norm, dim, c.rms_eps, xb_ + i * dim);
+    MatMul(w.w1, xb_, n, h1_, t);
+    MatMul(w.w3, xb_, n, h3_, t);
+    for (size_t i = 0; i < n; ++i) SwiGlu(h1_ + i * hidden, h3_ + i * hidden, hidden, h1_ + i * hidden);
+    MatMul(w.w2, h1_, n, proj_, t);
+    for (size_t i = 0; i < n; ++i) AddInPlace(x_ + i * dim, proj_ + i * dim, dim);
+  }
+  const size_t first = all_logits ? 0 : n - 1;
+  const size_t m = n - first;
+  for (size_t i = first; i < n; ++i) RmsNorm(x_ + i * dim, model_.final_norm, dim, c.rms_eps, xb_ + (i - first) * dim);
+  MatMul(model_.output, xb_, m, logits_, t);
+}
+
+}  // namespace kvedge
