@@ -29,6 +29,10 @@ class SpmTokenizer final : public Tokenizer {
 
   StatusOr<std::vector<int>> Encode(std::string_view text, bool add_bos) const override;
 
+  // Merge score of `id` (< vocab_size()); higher merges first.
+  float score(int id) const { return scores_[id]; }
+  int unk() const { return unk_; }
+
  private:
   SpmTokenizer() = default;
   int Lookup(std::string_view piece) const;
