@@ -55,6 +55,13 @@ struct ModelWeights {
   MatrixView output;                  // [vocab][dim] (may alias token_embedding)
   uint64_t weight_bytes = 0;          // bytes of all tensors used
 
+  std::string format;                 // "gguf" or "llama2c"
+  // The bytes the views point into: the mapping of `file`, or a caller's
+  // buffer (LoadModelFromMemory) that must outlive this object. Readers
+  // re-parse it for metadata such as the embedded GGUF vocabulary.
+  const uint8_t* source = nullptr;
+  size_t source_size = 0;
+
   MappedFile file;                    // the source file
   std::vector<AlignedBuffer> owned;   // f32 copies of norms stored as f16/bf16
 };

@@ -1,0 +1,224 @@
+// Model loading: format detection, GGUF llama metadata and tensor mapping.
+#include "runtime/model/model_loader.h"
+
+#include <climits>
+#include <cstring>
+#include <utility>
+
+#include "runtime/model/llama2c.h"
+#include "simd/kv_format.h"
+
+namespace kvedge {
+namespace {
+
+// Reads an integer metadata key into 1..INT_MAX. `fallback` < 0 means required.
+StatusOr<int> GetInt(const GgufFile& g, const std::string& key, int fallback) {
+  const GgufValue* v = g.Find(key);
+  if (v == nullptr) {
+    if (fallback >= 0) return fallback;
+    return DataLoss(g.name() + ": missing metadata key '" + key + "'");
+  }
+  const auto i = v->AsInt();
+  if (!i) {
+    return DataLoss(g.name() + ": metadata '" + key + "' has type " + GgufTypeName(v->type) +
+                    ", expected an integer");
+  }
+  if (*i <= 0 || *i > INT_MAX) {
+    return DataLoss(g.name() + ": metadata '" + key + "' = " + std::to_string(*i) + " is out of range");
+  }
+  return static_cast<int>(*i);
+}
+
+StatusOr<float> GetFloat(const GgufFile& g, const std::string& key, float fallback, bool required) {
+  const GgufValue* v = g.Find(key);
+  if (v == nullptr) {
+    if (!required) return fallback;
+    return DataLoss(g.name() + ": missing metadata key '" + key + "'");
+  }
+  const auto f = v->AsFloat();
+  if (!f) {
+    return DataLoss(g.name() + ": metadata '" + key + "' has type " + GgufTypeName(v->type) + ", expected a float");
+  }
+  return static_cast<float>(*f);
+}
+
+std::string TensorWhere(const GgufFile& g, const GgufTensorInfo& t) {
+  return g.name() + ": tensor '" + std::string(t.name) + "' (#" + std::to_string(t.index) + ")";
+}
+
+StatusOr<const GgufTensorInfo*> FindShaped(const GgufFile& g, const std::string& name, uint64_t ne0, uint64_t ne1,
+                                           int n_dims) {
+  const GgufTensorInfo* t = g.FindTensor(name);
+  const uint64_t expected[kGgufMaxDims] = {ne0, ne1, 1, 1};
+  if (t == nullptr) {
+    return DataLoss(g.name() + ": missing tensor '" + name + "' (expected shape " + FormatDims(expected, n_dims) + ")");
+  }
+  // Trailing dimensions of 1 are harmless (some writers keep them).
+  bool match = t->ne[0] == ne0 && t->ne[1] == ne1 && t->ne[2] == 1 && t->ne[3] == 1;
+  if (!match) {
+    return DataLoss(TensorWhere(g, *t) + " has shape " + FormatDims(t->ne, t->n_dims) + ", expected " +
+                    FormatDims(expected, n_dims) + " from the model's metadata");
+  }
+  return t;
+}
+
+StatusOr<MatrixView> Matrix(const GgufFile& g, const std::string& name, uint64_t rows, uint64_t cols,
+                            uint64_t* bytes) {
+  KVEDGE_ASSIGN_OR_RETURN(const GgufTensorInfo* t, FindShaped(g, name, cols, rows, 2));
+  MatrixView m;
+  size_t align;
+  switch (t->type) {
+    case kGgmlF32: m.type = WeightType::kF32, align = 4; break;
+    case kGgmlF16: m.type = WeightType::kF16, align = 2; break;
+    case kGgmlBF16: m.type = WeightType::kBF16, align = 2; break;
+    case kGgmlQ8_0: m.type = WeightType::kQ8_0, align = 2; break;
+    case kGgmlQ4_0: m.type = WeightType::kQ4_0, align = 2; break;
+    default:
+      return Unsupported(TensorWhere(g, *t) + " has type " + FindGgmlType(t->type)->name +
+                         "; kvedge reads matrices of type F32, F16, BF16, Q8_0 or Q4_0");
+  }
+  if (reinterpret_cast<uintptr_t>(t->data) % align != 0) {
+    return DataLoss(TensorWhere(g, *t) + " data is not " + std::to_string(align) + "-byte aligned (general.alignment " +
+                    std::to_string(g.alignment()) + ")");
+  }
+  m.data = t->data;
+  m.rows = rows;
+  m.cols = cols;
+  *bytes += t->n_bytes;
+  return m;
+}
+
+// A norm vector as f32: in place when stored as aligned F32, else converted
+// into an owned buffer.
+StatusOr<const float*> Vector(const GgufFile& g, const std::string& name, uint64_t n, ModelWeights* w) {
+  KVEDGE_ASSIGN_OR_RETURN(const GgufTensorInfo* t, FindShaped(g, name, n, 1, 1));
+  w->weight_bytes += t->n_bytes;
+  if (t->type == kGgmlF32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0) {
+    return reinterpret_cast<const float*>(t->data);
+  }
+  if (t->type != kGgmlF32 && t->type != kGgmlF16 && t->type != kGgmlBF16) {
+    return Unsupported(TensorWhere(g, *t) + " has type " + FindGgmlType(t->type)->name +
+                       "; kvedge reads norm vectors of type F32, F16 or BF16");
+  }
+  KVEDGE_ASSIGN_OR_RETURN(AlignedBuffer buf, AlignedBuffer::Allocate(n * sizeof(float), "norm weights"));
+  float* out = buf.as<float>();
+  for (uint64_t i = 0; i < n; ++i) {
+    if (t->type == kGgmlF32) {
+      std::memcpy(&out[i], t->data + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, t->data + 2 * i, 2);
+      out[i] = t->type == kGgmlF16 ? F32FromF16(h) : F32FromBF16(h);
+    }
+  }
+  w->owned.push_back(std::move(buf));
+  return static_cast<const float*>(out);
+}
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+StatusOr<std::unique_ptr<ModelWeights>> LoadBytes(const uint8_t* data, size_t size, const std::string& name) {
+  if (size < 4) {
+    return DataLoss(name + ": " + std::to_string(size) + " bytes is too small for a model file");
+  }
+  uint32_t magic;
+  std::memcpy(&magic, data, 4);
+  if (magic == kGgufMagic) {
+    KVEDGE_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::Parse(data, size, name));
+    return LoadGgufModel(gguf);
+  }
+  if (std::memcmp(data, "ak42", 4) == 0 || std::memcmp(data, "24ka", 4) == 0) {
+    return Unsupported(name + ": llama2.c export version 1/2 (magic 'ak42') is not supported; export the "
+                              "checkpoint with --version 0 (the legacy format) or convert it to GGUF");
+  }
+  if (std::memcmp(data, "lmgg", 4) == 0 || std::memcmp(data, "tjgg", 4) == 0 || std::memcmp(data, "fmgg", 4) == 0) {
+    return Unsupported(name + ": pre-GGUF ggml file (GGML/GGJT/GGMF); convert it to GGUF with llama.cpp");
+  }
+  return ReadLlama2c(data, size, name);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ModelWeights>> LoadGgufModel(const GgufFile& g) {
+  const std::string& file = g.name();
+  const GgufValue* arch = g.Find("general.architecture");
+  if (arch == nullptr || arch->type != GgufType::kString) {
+    return DataLoss(file + ": missing string metadata 'general.architecture'");
+  }
+  if (arch->str != "llama") {
+    return Unsupported(file + ": architecture '" + std::string(arch->str.substr(0, 64)) +
+                       "' is not supported (kvedge runs 'llama')");
+  }
+  auto w = std::make_unique<ModelWeights>();
+  ModelConfig& c = w->config;
+  c.architecture = "llama";
+  const GgufValue* gname = g.Find("general.name");
+  c.name = gname != nullptr && gname->type == GgufType::kString ? std::string(gname->str) : BaseName(file);
+  KVEDGE_ASSIGN_OR_RETURN(c.context_length, GetInt(g, "llama.context_length", -1));
+  KVEDGE_ASSIGN_OR_RETURN(c.dim, GetInt(g, "llama.embedding_length", -1));
+  KVEDGE_ASSIGN_OR_RETURN(c.n_layers, GetInt(g, "llama.block_count", -1));
+  KVEDGE_ASSIGN_OR_RETURN(c.hidden_dim, GetInt(g, "llama.feed_forward_length", -1));
+  KVEDGE_ASSIGN_OR_RETURN(c.n_heads, GetInt(g, "llama.attention.head_count", -1));
+  KVEDGE_ASSIGN_OR_RETURN(c.n_kv_heads, GetInt(g, "llama.attention.head_count_kv", c.n_heads));
+  c.head_dim = c.dim / c.n_heads;
+  KVEDGE_ASSIGN_OR_RETURN(c.rope_dim, GetInt(g, "llama.rope.dimension_count", c.head_dim));
+  KVEDGE_ASSIGN_OR_RETURN(c.rope_theta, GetFloat(g, "llama.rope.freq_base", 10000.0f, false));
+  KVEDGE_ASSIGN_OR_RETURN(c.rms_eps, GetFloat(g, "llama.attention.layer_norm_rms_epsilon", 0.0f, true));
+  const GgufTensorInfo* embd = g.FindTensor("token_embd.weight");
+  if (const GgufValue* tokens = g.Find("tokenizer.ggml.tokens")) {
+    if (tokens->type != GgufType::kArray || tokens->elem_type != GgufType::kString) {
+      return DataLoss(file + ": metadata 'tokenizer.ggml.tokens' is not an array of strings");
+    }
+    c.vocab_size = tokens->count > INT_MAX ? INT_MAX : static_cast<int>(tokens->count);
+  } else if (embd != nullptr) {
+    c.vocab_size = embd->ne[1] > INT_MAX ? INT_MAX : static_cast<int>(embd->ne[1]);
+  }
+  KVEDGE_RETURN_IF_ERROR(ValidateConfig(c, file));
+
+  const uint64_t D = c.dim, H = c.hidden_dim, V = c.vocab_size;
+  const uint64_t Q = static_cast<uint64_t>(c.n_heads) * c.head_dim;
+  const uint64_t KV = static_cast<uint64_t>(c.n_kv_heads) * c.head_dim;
+  uint64_t& bytes = w->weight_bytes;
+  KVEDGE_ASSIGN_OR_RETURN(w->token_embedding, Matrix(g, "token_embd.weight", V, D, &bytes));
+  w->layers.resize(c.n_layers);
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerWeights& lw = w->layers[l];
+    const std::string p = "blk." + std::to_string(l) + ".";
+    KVEDGE_ASSIGN_OR_RETURN(lw.attn_norm, Vector(g, p + "attn_norm.weight", D, w.get()));
+    KVEDGE_ASSIGN_OR_RETURN(lw.wq, Matrix(g, p + "attn_q.weight", Q, D, &bytes));
+    KVEDGE_ASSIGN_OR_RETURN(lw.wk, Matrix(g, p + "attn_k.weight", KV, D, &bytes));
+    KVEDGE_ASSIGN_OR_RETURN(lw.wv, Matrix(g, p + "attn_v.weight", KV, D, &bytes));
+    KVEDGE_ASSIGN_OR_RETURN(lw.wo, Matrix(g, p + "attn_output.weight", D, Q, &bytes));
+    KVEDGE_ASSIGN_OR_RETURN(lw.ffn_norm, Vector(g, p + "ffn_norm.weight", D, w.get()));
+    KVEDGE_ASSIGN_OR_RETURN(lw.w1, Matrix(g, p + "ffn_gate.weight", H, D, &bytes));
+    KVEDGE_ASSIGN_OR_RETURN(lw.w3, Matrix(g, p + "ffn_up.weight", H, D, &bytes));
+    KVEDGE_ASSIGN_OR_RETURN(lw.w2, Matrix(g, p + "ffn_down.weight", D, H, &bytes));
+  }
+  KVEDGE_ASSIGN_OR_RETURN(w->final_norm, Vector(g, "output_norm.weight", D, w.get()));
+  if (g.FindTensor("output.weight") != nullptr) {
+    KVEDGE_ASSIGN_OR_RETURN(w->output, Matrix(g, "output.weight", V, D, &bytes));
+  } else {
+    w->output = w->token_embedding;  // tied embeddings
+  }
+  w->format = "gguf";
+  w->source = g.data();
+  w->source_size = g.size();
+  return w;
+}
+
+StatusOr<std::unique_ptr<ModelWeights>> LoadModelFromMemory(const uint8_t* data, size_t size,
+                                                            const std::string& name) {
+  return LoadBytes(data, size, name);
+}
+
+StatusOr<std::unique_ptr<ModelWeights>> LoadModel(const std::string& path) {
+  KVEDGE_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
+  KVEDGE_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> w, LoadBytes(file.data(), file.size(), path));
+  w->file = std::move(file);  // the mapping's address is unchanged by the move
+  return w;
+}
+
+}  // namespace kvedge
