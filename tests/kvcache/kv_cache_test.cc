@@ -185,7 +185,9 @@ TEST_P(PolicyTest, MatchesBruteForceAndNaiveAttention) {
   ASSERT_TRUE(cache.ok());
   const int tokens = pc.policy == EvictionPolicy::kFull ? pc.capacity : 700;
   const Stream st(shape, tokens, 7);
-  std::vector<PolicyModel> models(static_cast<size_t>(shape.n_layers * shape.n_kv_heads), PolicyModel{plan});
+  PolicyModel prototype;
+  prototype.plan = plan;
+  std::vector<PolicyModel> models(static_cast<size_t>(shape.n_layers * shape.n_kv_heads), prototype);
   std::vector<float> out(static_cast<size_t>(shape.n_heads) * shape.head_dim);
   const int group = shape.n_heads / shape.n_kv_heads;
   double worst = 0;
