@@ -11,6 +11,10 @@ namespace kvedge::cli {
 // Registers a subcommand; the returned function runs it after a successful parse.
 using CommandRunner = std::function<int()>;
 CommandRunner RegisterInfoCommand(CLI::App& app);
+CommandRunner RegisterGenerateCommand(CLI::App& app);
+CommandRunner RegisterPerplexityCommand(CLI::App& app);
+CommandRunner RegisterBenchCommand(CLI::App& app);
+CommandRunner RegisterSynthCommand(CLI::App& app);
 
 }  // namespace kvedge::cli
 

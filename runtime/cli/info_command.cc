@@ -1,10 +1,15 @@
-// `kvedge info`: version, CPU, Highway targets, threads.
+// `kvedge info`: version, CPU, SIMD targets, threads; with -m, the model's
+// metadata and weight bytes, and the KV memory plan for the given flags.
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
 #include <memory>
 #include <string>
 
+#include "platform/memory.h"
 #include "platform/target_report.h"
 #include "runtime/cli/commands.h"
+#include "runtime/cli/common.h"
 
 namespace kvedge::cli {
 namespace {
@@ -19,22 +24,59 @@ std::string Join(const std::vector<std::string>& items) {
 }
 
 struct InfoOptions {
+  ModelFlags model;
+  KvFlags kv;
   bool json = false;
 };
 
 int RunInfo(const InfoOptions& opt) {
   const TargetReport r = GetTargetReport();
-  if (opt.json) {
-    std::printf("{\"version\":\"%s\",\"arch\":\"%s\",\"chosen_target\":\"%s\",\"hardware_threads\":%d}\n",
-                KVEDGE_VERSION, r.arch.c_str(), r.chosen.c_str(), r.hardware_threads);
-    return 0;
+  nlohmann::json j;
+  j["version"] = KVEDGE_VERSION;
+  j["cpu"] = r.cpu;
+  j["arch"] = r.arch;
+  j["simd_compiled"] = r.compiled;
+  j["simd_supported"] = r.supported;
+  j["simd_dispatch"] = r.chosen;
+  j["hardware_threads"] = r.hardware_threads;
+  if (!opt.json) {
+    std::printf("kvedge %s\n", KVEDGE_VERSION);
+    std::printf("cpu:               %s (%s)\n", r.cpu.c_str(), r.arch.c_str());
+    std::printf("simd compiled:     %s\n", Join(r.compiled).c_str());
+    std::printf("simd supported:    %s\n", Join(r.supported).c_str());
+    std::printf("simd dispatch:     %s\n", r.chosen.c_str());
+    std::printf("hardware threads:  %d (default -t %d)\n", r.hardware_threads, r.hardware_threads);
   }
-  std::printf("kvedge %s\n", KVEDGE_VERSION);
-  std::printf("cpu:               %s (%s)\n", r.cpu.c_str(), r.arch.c_str());
-  std::printf("simd compiled:     %s\n", Join(r.compiled).c_str());
-  std::printf("simd supported:    %s\n", Join(r.supported).c_str());
-  std::printf("simd dispatch:     %s\n", r.chosen.c_str());
-  std::printf("hardware threads:  %d (default -t %d)\n", r.hardware_threads, r.hardware_threads);
+  if (!opt.model.model.empty()) {
+    auto loaded = LoadModelAndTokenizer(opt.model, /*need_tokenizer=*/false);
+    if (!loaded.ok()) return ReportError("info", loaded.status());
+    const ModelConfig& c = loaded->weights->config;
+    auto so = MakeSessionOptions(opt.kv, c);
+    if (!so.ok()) return ReportError("info", so.status());
+    auto plan = PlanKvCache(KvShapeOf(c), so->kv, so->threads);
+    if (!plan.ok()) return ReportError("info", plan.status());
+    j["model"] = {{"path", opt.model.model}, {"name", c.name}, {"architecture", c.architecture},
+                  {"dim", c.dim}, {"hidden_dim", c.hidden_dim}, {"layers", c.n_layers}, {"heads", c.n_heads},
+                  {"kv_heads", c.n_kv_heads}, {"head_dim", c.head_dim}, {"rope_dim", c.rope_dim},
+                  {"rope_theta", c.rope_theta}, {"vocab", c.vocab_size}, {"context_length", c.context_length},
+                  {"weight_bytes", loaded->weights->weight_bytes}};
+    j["kv_plan"] = {{"policy", EvictionPolicyName(plan->policy)}, {"key_format", KvFormatName(plan->key_format)},
+                    {"value_format", KvFormatName(plan->value_format)}, {"capacity", plan->capacity},
+                    {"sinks", plan->sinks}, {"heavy", plan->heavy}, {"window", plan->window},
+                    {"arena_bytes", plan->arena_bytes},
+                    {"f16_full_bytes_at_capacity", plan->F16FullBytes(static_cast<uint64_t>(plan->capacity))}};
+    if (!opt.json) {
+      std::printf("model:             %s (%s, %s)\n", opt.model.model.c_str(), c.name.c_str(), c.architecture.c_str());
+      std::printf("  dim %d, ffn %d, %d layers, %d heads, %d kv heads, head dim %d, rope dim %d (theta %g)\n", c.dim,
+                  c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_theta);
+      std::printf("  vocab %d, trained context %d, weights %s\n", c.vocab_size, c.context_length,
+                  FormatBytes(loaded->weights->weight_bytes).c_str());
+      std::printf("kv plan:           %s\n", plan->Describe().c_str());
+      std::printf("  %d tokens per lane fit; an f16 cache of that many tokens needs %s\n", plan->capacity,
+                  FormatBytes(plan->F16FullBytes(static_cast<uint64_t>(plan->capacity))).c_str());
+    }
+  }
+  if (opt.json) std::printf("%s\n", j.dump().c_str());
   return 0;
 }
 
@@ -42,7 +84,9 @@ int RunInfo(const InfoOptions& opt) {
 
 CommandRunner RegisterInfoCommand(CLI::App& app) {
   auto opt = std::make_shared<InfoOptions>();
-  CLI::App* sub = app.add_subcommand("info", "Show the CPU, SIMD targets and threads");
+  CLI::App* sub = app.add_subcommand("info", "Show the CPU and SIMD targets; with -m, the model and its KV memory plan");
+  AddModelFlags(sub, &opt->model, /*required=*/false);
+  AddKvFlags(sub, &opt->kv);
   sub->add_flag("--json", opt->json, "Print one JSON object");
   return [opt] { return RunInfo(*opt); };
 }

@@ -13,7 +13,21 @@ int main(int argc, char** argv) {
   const auto add = [&](kvedge::cli::CommandRunner run) {
     commands.emplace_back(app.get_subcommands({}).back(), std::move(run));
   };
+  add(kvedge::cli::RegisterGenerateCommand(app));
+  add(kvedge::cli::RegisterPerplexityCommand(app));
+  add(kvedge::cli::RegisterBenchCommand(app));
   add(kvedge::cli::RegisterInfoCommand(app));
+  add(kvedge::cli::RegisterSynthCommand(app));
+  const auto is_command = [&](const char* name) {
+    for (const auto& [sub, run] : commands) {
+      if (sub->get_name() == name) return true;
+    }
+    return false;
+  };
+  if (argc > 1 && argv[1][0] != '-' && !is_command(argv[1])) {
+    std::fprintf(stderr, "kvedge: unknown command '%s': use generate, perplexity, bench, info or synth\n", argv[1]);
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

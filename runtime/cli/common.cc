@@ -1,0 +1,129 @@
+// Shared CLI flag handling.
+#include "runtime/cli/common.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "platform/memory.h"
+#include "platform/thread_arena.h"
+#include "runtime/model/model_loader.h"
+
+namespace kvedge::cli {
+
+void AddModelFlags(CLI::App* app, ModelFlags* f, bool required) {
+  auto* m = app->add_option("-m,--model", f->model, "Model file: GGUF, or a llama2.c .bin checkpoint");
+  if (required) m->required();
+  app->add_option("--tokenizer", f->tokenizer, "llama2.c tokenizer.bin (for .bin models; GGUF carries its own)");
+}
+
+void AddKvFlags(CLI::App* app, KvFlags* f) {
+  app->add_option("-c,--ctx-size", f->capacity, "KV cache capacity in tokens per lane (sinks + heavy + window)");
+  app->add_option("--kv-budget", f->budget, "KV arena byte budget, e.g. 64MiB (capacity follows from the formats)");
+  app->add_option("--kv", f->kv, "Key and value format: f32 f16 int8 int4");
+  app->add_option("--kv-keys", f->kv_keys, "Key format: f32 f16 int8 int4 (channel-wise quantized)");
+  app->add_option("--kv-values", f->kv_values, "Value format: f32 f16 int8 int4 (token-wise quantized)");
+  app->add_option("--policy", f->policy, "Eviction: full window sinks h2o (default sinks)");
+  app->add_option("--sinks", f->sinks, "Attention-sink tokens pinned (sinks/h2o; default 4)");
+  app->add_option("--window", f->window, "Recent-window tokens (default: what the capacity leaves)");
+  app->add_option("--heavy", f->heavy, "Heavy-hitter tokens for h2o (default: half of what remains)");
+  app->add_option("--positions", f->positions, "RoPE positions: in-cache (default) or absolute");
+  app->add_option("--h2o-decay", f->h2o_decay, "h2o score decay per step in (0,1]; 1 = cumulative");
+  app->add_option("-t,--threads", f->threads, "Threads (default: all hardware threads)");
+}
+
+namespace {
+Status ParseFormatFlag(const std::string& flag, const std::string& value, KvFormat* out) {
+  if (!ParseKvFormat(value, out)) {
+    return InvalidArgument(flag + " '" + value + "' is not a KV format: use f32, f16, int8 or int4");
+  }
+  return OkStatus();
+}
+}  // namespace
+
+StatusOr<SessionOptions> MakeSessionOptions(const KvFlags& f, const ModelConfig& config) {
+  SessionOptions o;
+  KvCacheOptions& kv = o.kv;
+  kv.key_format = KvFormat::kInt8;
+  kv.value_format = KvFormat::kInt8;
+  if (!f.kv.empty()) {
+    KVEDGE_RETURN_IF_ERROR(ParseFormatFlag("--kv", f.kv, &kv.key_format));
+    kv.value_format = kv.key_format;
+  }
+  if (!f.kv_keys.empty()) KVEDGE_RETURN_IF_ERROR(ParseFormatFlag("--kv-keys", f.kv_keys, &kv.key_format));
+  if (!f.kv_values.empty()) KVEDGE_RETURN_IF_ERROR(ParseFormatFlag("--kv-values", f.kv_values, &kv.value_format));
+  kv.policy = EvictionPolicy::kSinks;
+  if (!f.policy.empty() && !ParseEvictionPolicy(f.policy, &kv.policy)) {
+    return InvalidArgument("--policy '" + f.policy + "' is unknown: use full, window, sinks or h2o");
+  }
+  if (f.positions == "in-cache") {
+    kv.positions = PositionMode::kInCache;
+  } else if (f.positions == "absolute") {
+    kv.positions = PositionMode::kAbsolute;
+  } else {
+    return InvalidArgument("--positions '" + f.positions + "' is unknown: use in-cache or absolute");
+  }
+  if (f.capacity < 0) return InvalidArgument("-c " + std::to_string(f.capacity) + ": the capacity must be positive");
+  if (f.sinks < -1 || f.window < -1 || f.heavy < -1) {
+    return InvalidArgument("--sinks, --window and --heavy take token counts ≥ 0");
+  }
+  kv.capacity = f.capacity;
+  kv.sinks = f.sinks;
+  kv.window = f.window;
+  kv.heavy = f.heavy;
+  kv.h2o_decay = f.h2o_decay;
+  if (!f.budget.empty()) {
+    if (f.capacity > 0) return InvalidArgument("give either -c or --kv-budget, not both");
+    KVEDGE_ASSIGN_OR_RETURN(kv.budget_bytes, ParseByteSize(f.budget));
+    if (kv.budget_bytes == 0) return InvalidArgument("--kv-budget must be larger than 0");
+  }
+  if (kv.capacity == 0 && kv.budget_bytes == 0 && kv.window < 0) kv.capacity = config.context_length;
+  o.threads = f.threads == 0 ? HardwareThreads() : f.threads;
+  if (o.threads < 1 || o.threads > kMaxThreads) {
+    return InvalidArgument("-t " + std::to_string(f.threads) + ": threads must be 1 to " +
+                           std::to_string(kMaxThreads) + " (this machine has " + std::to_string(HardwareThreads()) +
+                           ")");
+  }
+  return o;
+}
+
+StatusOr<LoadedModel> LoadModelAndTokenizer(const ModelFlags& f, bool need_tokenizer) {
+  if (f.model.empty()) return InvalidArgument("no model given: use -m FILE (GGUF or llama2.c .bin)");
+  LoadedModel out;
+  KVEDGE_ASSIGN_OR_RETURN(out.weights, LoadModel(f.model));
+  if (!need_tokenizer) return out;
+  std::string tok_path = f.tokenizer;
+  const bool is_gguf = f.model.size() >= 5 && f.model.compare(f.model.size() - 5, 5, ".gguf") == 0;
+  if (tok_path.empty() && !is_gguf) {
+    const auto dir = std::filesystem::path(f.model).parent_path();
+    for (const char* name : {"tokenizer.bin", "tok512.bin"}) {
+      std::error_code ec;
+      if (std::filesystem::is_regular_file(dir / name, ec)) {
+        tok_path = (dir / name).string();
+        break;
+      }
+    }
+  }
+  auto tok = LoadTokenizer(*out.weights, tok_path);
+  if (!tok.ok()) return tok.status();
+  out.tokenizer = std::move(tok).value();
+  return out;
+}
+
+StatusOr<std::string> ReadTextFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return InvalidArgument("'" + path + "' is a directory, expected a text file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot open text file '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int ReportError(const char* command, const Status& status) {
+  std::fprintf(stderr, "kvedge %s: error: %s\n", command, status.ToString().c_str());
+  return 1;
+}
+
+}  // namespace kvedge::cli

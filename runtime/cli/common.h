@@ -1,0 +1,63 @@
+// Flags and helpers shared by the kvedge subcommands: model loading, KV-cache
+// flags (llama.cpp-style names where one exists), error printing.
+#ifndef KVEDGE_RUNTIME_CLI_COMMON_H_
+#define KVEDGE_RUNTIME_CLI_COMMON_H_
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "kvcache/kv_cache_plan.h"
+#include "platform/status.h"
+#include "runtime/engine/session.h"
+#include "runtime/model/model.h"
+#include "runtime/tokenizer/tokenizer.h"
+
+namespace kvedge::cli {
+
+// -m / --tokenizer.
+struct ModelFlags {
+  std::string model;
+  std::string tokenizer;
+};
+void AddModelFlags(CLI::App* app, ModelFlags* f, bool required);
+
+// -c / --kv-budget / --kv / --kv-keys / --kv-values / --policy / --sinks /
+// --window / --heavy / --positions / --h2o-decay / -t.
+struct KvFlags {
+  int capacity = 0;
+  std::string budget;
+  std::string kv;
+  std::string kv_keys;
+  std::string kv_values;
+  std::string policy;
+  int sinks = -1;
+  int window = -1;
+  int heavy = -1;
+  std::string positions = "in-cache";
+  float h2o_decay = 1.0f;
+  int threads = 0;  // 0: all hardware threads
+};
+void AddKvFlags(CLI::App* app, KvFlags* f);
+
+// Session options from the flags. With neither -c nor --kv-budget the cache
+// holds the model's trained context (policy `sinks`, so it streams past it).
+StatusOr<SessionOptions> MakeSessionOptions(const KvFlags& f, const ModelConfig& config);
+
+struct LoadedModel {
+  std::unique_ptr<ModelWeights> weights;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+// Loads the model and its tokenizer (GGUF's own, or --tokenizer; for a
+// llama2.c .bin without --tokenizer, tokenizer.bin / tok512.bin beside it).
+StatusOr<LoadedModel> LoadModelAndTokenizer(const ModelFlags& f, bool need_tokenizer);
+
+// Reads a whole text file. Errors name the path.
+StatusOr<std::string> ReadTextFile(const std::string& path);
+
+// Prints "kvedge <command>: error: <status>" to stderr; returns exit code 1.
+int ReportError(const char* command, const Status& status);
+
+}  // namespace kvedge::cli
+
+#endif  // KVEDGE_RUNTIME_CLI_COMMON_H_

@@ -1,0 +1,137 @@
+// `kvedge generate`: stream a continuation of a prompt to stdout inside a
+// fixed KV budget; a summary of speed and memory goes to stderr.
+#include <signal.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <memory>
+#include <random>
+
+#include "platform/clock.h"
+#include "platform/memory.h"
+#include "runtime/cli/commands.h"
+#include "runtime/cli/common.h"
+#include "runtime/engine/sampler.h"
+
+namespace kvedge::cli {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+void OnSigint(int) { g_interrupted.store(true); }
+
+struct GenerateOptions {
+  ModelFlags model;
+  KvFlags kv;
+  std::string prompt;
+  std::string prompt_file;
+  int n_predict = 256;
+  float temperature = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  int64_t seed = -1;
+  bool no_echo = false;
+};
+
+// Writes bytes to stdout; false once stdout is closed (EPIPE) or failing.
+bool Emit(const char* data, size_t n) {
+  if (n == 0) return true;
+  if (std::fwrite(data, 1, n, stdout) != n) return false;
+  return std::fflush(stdout) == 0;
+}
+
+int RunGenerate(const GenerateOptions& opt) {
+  if (!opt.prompt.empty() && !opt.prompt_file.empty()) {
+    return ReportError("generate", InvalidArgument("give either -p PROMPT or -f FILE, not both"));
+  }
+  if (opt.n_predict < -1) {
+    return ReportError("generate", InvalidArgument("-n " + std::to_string(opt.n_predict) +
+                                                       ": give a token count ≥ 0, or -1 to run until EOS / Ctrl-C"));
+  }
+  std::string prompt = opt.prompt;
+  if (!opt.prompt_file.empty()) {
+    auto text = ReadTextFile(opt.prompt_file);
+    if (!text.ok()) return ReportError("generate", text.status());
+    prompt = std::move(text).value();
+  }
+  auto loaded = LoadModelAndTokenizer(opt.model, /*need_tokenizer=*/true);
+  if (!loaded.ok()) return ReportError("generate", loaded.status());
+  const ModelWeights& model = *loaded->weights;
+  const Tokenizer& tok = *loaded->tokenizer;
+  auto session_options = MakeSessionOptions(opt.kv, model.config);
+  if (!session_options.ok()) return ReportError("generate", session_options.status());
+  auto ids = tok.Encode(prompt, /*add_bos=*/true);
+  if (!ids.ok()) return ReportError("generate", ids.status());
+  SamplerOptions so;
+  so.temperature = opt.temperature;
+  so.top_k = opt.top_k;
+  so.top_p = opt.top_p;
+  so.seed = opt.seed >= 0 ? static_cast<uint64_t>(opt.seed) : std::random_device{}();
+  auto sampler = Sampler::Create(so, model.config.vocab_size);
+  if (!sampler.ok()) return ReportError("generate", sampler.status());
+  auto session = Session::Create(model, *session_options);
+  if (!session.ok()) return ReportError("generate", session.status());
+  Session& s = **session;
+
+  ::signal(SIGPIPE, SIG_IGN);
+  struct sigaction sa = {};
+  sa.sa_handler = OnSigint;
+  ::sigaction(SIGINT, &sa, nullptr);
+
+  bool out_ok = opt.no_echo || Emit(prompt.data(), prompt.size());
+  const double t0 = NowSeconds();
+  Status status = s.Feed(ids->data(), ids->size());
+  const double t1 = NowSeconds();
+  int64_t generated = 0;
+  int prev = ids->back();
+  while (status.ok() && out_ok && !g_interrupted.load() && (opt.n_predict < 0 || generated < opt.n_predict)) {
+    const int next = sampler->Sample(s.Logits());
+    if (next == tok.eos()) break;
+    const std::string_view piece = tok.DecodePiece(prev, next);
+    out_ok = Emit(piece.data(), piece.size());
+    status = s.Feed(&next, 1);
+    prev = next;
+    ++generated;
+  }
+  const double t2 = NowSeconds();
+  if (out_ok) Emit("\n", 1);
+
+  const KvCacheStats st = s.cache().Stats();
+  const double prefill_s = t1 - t0, decode_s = t2 - t1;
+  std::fprintf(stderr, "\n");
+  if (g_interrupted.load()) std::fprintf(stderr, "kvedge generate: interrupted\n");
+  std::fprintf(stderr, "kvedge generate: %s\n", s.cache().plan().Describe().c_str());
+  std::fprintf(stderr, "  prompt    %6zu tokens  %9.1f tokens/s\n", ids->size(),
+               prefill_s > 0 ? static_cast<double>(ids->size()) / prefill_s : 0.0);
+  std::fprintf(stderr, "  generated %6lld tokens  %9.1f tokens/s\n", static_cast<long long>(generated),
+               decode_s > 0 ? static_cast<double>(generated) / decode_s : 0.0);
+  std::fprintf(stderr, "  kv held %s of %s reserved; an f16 full cache would need %s (%.1fx)\n",
+               FormatBytes(st.held_bytes).c_str(), FormatBytes(st.arena_bytes).c_str(),
+               FormatBytes(st.f16_full_bytes).c_str(),
+               st.held_bytes > 0 ? static_cast<double>(st.f16_full_bytes) / static_cast<double>(st.held_bytes) : 0.0);
+  std::fprintf(stderr, "  tokens held %llu, evicted %llu; peak RSS %s; seed %llu\n",
+               static_cast<unsigned long long>(st.tokens_held), static_cast<unsigned long long>(st.tokens_evicted),
+               FormatBytes(PeakRssBytes()).c_str(), static_cast<unsigned long long>(so.seed));
+  if (!status.ok()) return ReportError("generate", status);
+  return 0;
+}
+
+}  // namespace
+
+CommandRunner RegisterGenerateCommand(CLI::App& app) {
+  auto opt = std::make_shared<GenerateOptions>();
+  CLI::App* sub = app.add_subcommand("generate", "Stream a continuation of a prompt inside a fixed KV budget");
+  AddModelFlags(sub, &opt->model, /*required=*/true);
+  sub->add_option("-p,--prompt", opt->prompt, "Prompt text (UTF-8); empty starts from BOS");
+  sub->add_option("-f,--file", opt->prompt_file, "Read the prompt from a file");
+  sub->add_option("-n,--n-predict", opt->n_predict, "Tokens to generate; -1 = until EOS or Ctrl-C (default 256)");
+  AddKvFlags(sub, &opt->kv);
+  sub->add_option("--temp", opt->temperature, "Temperature; 0 = greedy (default 0.8)");
+  sub->add_option("--top-k", opt->top_k, "Top-k cut; 0 = off (default 40)");
+  sub->add_option("--top-p", opt->top_p, "Top-p (nucleus) cut; 1 = off (default 0.95)");
+  sub->add_option("-s,--seed", opt->seed, "Sampling seed (default: random, printed in the summary)");
+  sub->add_flag("--no-echo", opt->no_echo, "Do not print the prompt before the continuation");
+  return [opt] { return RunGenerate(*opt); };
+}
+
+}  // namespace kvedge::cli
