@@ -1,0 +1,156 @@
+// Single-threaded KV kernel benchmarks: machine read bandwidth, decode
+// attention per KV format (scores + softmax + value sum, from memory, not
+// cache), and block sealing (quantization). Reports bytes/s and tokens/s.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hwy/aligned_allocator.h"
+#include "simd/kv_format.h"
+#include "simd/kv_kernels.h"
+
+namespace kvedge {
+namespace {
+
+constexpr int kG = kKvBlockTokens;
+constexpr size_t kMiB = size_t{1} << 20;
+
+// Streaming sum over 1 GiB: the single-thread read bandwidth the attention
+// numbers are compared with. Eight independent accumulators so the adds are
+// not the bottleneck.
+void BM_MemoryRead(benchmark::State& state) {
+  const size_t bytes = size_t{1} << 30;
+  const size_t words = bytes / sizeof(uint64_t);
+  auto buf = hwy::AllocateAligned<uint64_t>(words);
+  for (size_t i = 0; i < words; ++i) buf[i] = i;
+  for (auto _ : state) {
+    uint64_t s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t i = 0; i < words; i += 8) {
+      for (int k = 0; k < 8; ++k) s[k] += buf[i + k];
+    }
+    uint64_t total = 0;
+    for (uint64_t x : s) total += x;
+    benchmark::DoNotOptimize(total);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+}
+
+// Realistic-ish blocks: keys with a few outlier channels, Gaussian values.
+// A pool of distinct encoded blocks is copied across the whole arena (the
+// kernels' speed does not depend on the code values).
+struct BlockPool {
+  std::vector<std::vector<uint8_t>> keys, values;
+  BlockPool(KvFormat f, int d) {
+    std::mt19937 rng(1);
+    std::normal_distribution<float> n01(0.0f, 1.0f);
+    std::vector<float> k(static_cast<size_t>(d) * kG), v(k.size());
+    for (int i = 0; i < 16; ++i) {
+      for (int c = 0; c < d; ++c) {
+        const float mean = c % 37 == 5 ? 20.0f : 0.3f;
+        for (int t = 0; t < kG; ++t) k[c * kG + t] = mean + n01(rng);
+      }
+      for (float& x : v) x = n01(rng);
+      keys.emplace_back(KeyBlockBytes(f, d));
+      values.emplace_back(ValueBlockBytes(f, d));
+      EncodeKeyBlock(f, d, k.data(), keys.back().data());
+      EncodeValueBlock(f, d, v.data(), values.back().data());
+    }
+  }
+};
+
+// One query head attending over a lane of ctx tokens, cycling over enough
+// lanes that the KV bytes touched per cycle exceed 256 MiB.
+void BM_DecodeAttention(benchmark::State& state, KvFormat f, int d, int ctx) {
+  const size_t n_blocks = static_cast<size_t>(ctx) / kG;
+  const size_t kb = KeyBlockBytes(f, d), vb = ValueBlockBytes(f, d);
+  const size_t lane_bytes = n_blocks * (kb + vb);
+  const size_t lanes = (256 * kMiB) / lane_bytes + 2;
+  auto arena = hwy::AllocateAligned<uint8_t>(lanes * lane_bytes);
+  const BlockPool pool(f, d);
+  // [lane][block] key pointers, then value pointers; keys of a lane are
+  // contiguous, then its values.
+  std::vector<const uint8_t*> kptr(lanes * n_blocks), vptr(lanes * n_blocks);
+  for (size_t l = 0; l < lanes; ++l) {
+    uint8_t* lane = arena.get() + l * lane_bytes;
+    for (size_t b = 0; b < n_blocks; ++b) {
+      uint8_t* kp = lane + b * kb;
+      uint8_t* vp = lane + n_blocks * kb + b * vb;
+      std::memcpy(kp, pool.keys[(l + b) % pool.keys.size()].data(), kb);
+      std::memcpy(vp, pool.values[(l + 3 * b) % pool.values.size()].data(), vb);
+      kptr[l * n_blocks + b] = kp;
+      vptr[l * n_blocks + b] = vp;
+    }
+  }
+  // [n_blocks][d] cos/sin per block: the same distances for every lane.
+  std::vector<float> rot(n_blocks * d);
+  for (size_t b = 0; b < n_blocks; ++b) {
+    RopeAngles(10000.0, d, static_cast<int64_t>((n_blocks - b) * kG), rot.data() + b * d);
+  }
+  std::vector<float> q(d), scores(n_blocks * kG), out(d);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  for (float& x : q) x = n01(rng);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  size_t lane = 0;
+  for (auto _ : state) {
+    ScoreKeyBlocks(f, d, d, q.data(), rot.data(), kptr.data() + lane * n_blocks, n_blocks, scale, scores.data());
+    SoftmaxInPlace(scores.data(), scores.size());
+    AccumulateValueBlocks(f, d, scores.data(), vptr.data() + lane * n_blocks, n_blocks, out.data());
+    benchmark::DoNotOptimize(out.data());
+    lane = lane + 1 == lanes ? 0 : lane + 1;
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * lane_bytes));
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * ctx);
+  state.counters["lanes"] = static_cast<double>(lanes);
+}
+
+// Sealing one key block and one value block from f32 (hot in cache).
+void BM_Quantize(benchmark::State& state, KvFormat f, int d) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  std::vector<float> k(static_cast<size_t>(d) * kG), v(k.size());
+  for (float& x : k) x = n01(rng);
+  for (float& x : v) x = n01(rng);
+  std::vector<uint8_t> kb(KeyBlockBytes(f, d)), vb(ValueBlockBytes(f, d));
+  for (auto _ : state) {
+    EncodeKeyBlock(f, d, k.data(), kb.data());
+    EncodeValueBlock(f, d, v.data(), vb.data());
+    benchmark::DoNotOptimize(kb.data());
+    benchmark::DoNotOptimize(vb.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * 2 * k.size() * sizeof(float)));
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kG);
+}
+
+bool RegisterKvBenchmarks() {
+  benchmark::RegisterBenchmark("MemoryRead", BM_MemoryRead)->Unit(benchmark::kMillisecond)->UseRealTime();
+  const KvFormat formats[] = {KvFormat::kF32, KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4};
+  for (int d : {64, 128}) {
+    for (int ctx : {4096, 32768}) {
+      for (KvFormat f : formats) {
+        const std::string name = std::string("DecodeAttention/") + KvFormatName(f) + "/hd" + std::to_string(d) +
+                                 "/ctx" + std::to_string(ctx);
+        benchmark::RegisterBenchmark(name.c_str(), BM_DecodeAttention, f, d, ctx)
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
+      }
+    }
+  }
+  for (KvFormat f : formats) {
+    for (int d : {64, 128}) {
+      const std::string name = std::string("Quantize/") + KvFormatName(f) + "/hd" + std::to_string(d);
+      benchmark::RegisterBenchmark(name.c_str(), BM_Quantize, f, d);
+    }
+  }
+  return true;
+}
+
+const bool kKvBenchmarksRegistered = RegisterKvBenchmarks();
+
+}  // namespace
+}  // namespace kvedge
