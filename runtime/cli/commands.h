@@ -15,6 +15,7 @@ CommandRunner RegisterGenerateCommand(CLI::App& app);
 CommandRunner RegisterPerplexityCommand(CLI::App& app);
 CommandRunner RegisterBenchCommand(CLI::App& app);
 CommandRunner RegisterSynthCommand(CLI::App& app);
+CommandRunner RegisterSoakCommand(CLI::App& app);
 
 }  // namespace kvedge::cli
 
