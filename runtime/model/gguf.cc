@@ -63,9 +63,14 @@ class Cursor {
   const std::string& file_;
 };
 
-Status Annotate(const Status& s, const std::string& where) {
-  // Messages start with "<file>: "; insert the location after it.
-  return Status(s.code(), where + s.message());
+// Messages start with "<file>: "; inserts `where` ("metadata #3 'k': ")
+// after that prefix so the result still reads file, location, problem.
+Status Annotate(const Status& s, const std::string& file, const std::string& where) {
+  const std::string prefix = file + ": ";
+  if (s.message().compare(0, prefix.size(), prefix) == 0) {
+    return Status(s.code(), prefix + where + s.message().substr(prefix.size()));
+  }
+  return Status(s.code(), prefix + where + s.message());
 }
 
 std::string Quote(std::string_view s) {
@@ -124,7 +129,7 @@ Status ReadArray(Cursor& cur, int depth, const std::string& file, GgufValue* out
       out->strings.resize(out->count);
       for (uint64_t i = 0; i < out->count; ++i) {
         Status s = cur.String(&out->strings[i], "string array element");
-        if (!s.ok()) return Annotate(s, "element " + std::to_string(i) + ": ");
+        if (!s.ok()) return Annotate(s, file, "element " + std::to_string(i) + ": ");
       }
       return OkStatus();
     case GgufType::kArray:
@@ -133,7 +138,7 @@ Status ReadArray(Cursor& cur, int depth, const std::string& file, GgufValue* out
         GgufValue& v = out->arrays[i];
         v.type = GgufType::kArray;
         Status s = ReadArray(cur, depth + 1, file, &v);
-        if (!s.ok()) return Annotate(s, "element " + std::to_string(i) + ": ");
+        if (!s.ok()) return Annotate(s, file, "element " + std::to_string(i) + ": ");
       }
       return OkStatus();
     default:
@@ -321,7 +326,7 @@ StatusOr<GgufFile> GgufFile::Parse(const uint8_t* data, size_t size, std::string
     const std::string where = file + ": metadata #" + std::to_string(i);
     std::string_view key;
     Status s = cur.String(&key, "metadata key");
-    if (!s.ok()) return Annotate(s, "metadata #" + std::to_string(i) + ": ");
+    if (!s.ok()) return Annotate(s, file, "metadata #" + std::to_string(i) + ": ");
     if (key.empty()) return DataLoss(where + " has an empty key");
     const size_t bad = FindInvalidUtf8(key);
     if (bad != kUtf8Valid) {
@@ -330,13 +335,13 @@ StatusOr<GgufFile> GgufFile::Parse(const uint8_t* data, size_t size, std::string
     const std::string at = "metadata #" + std::to_string(i) + " " + Quote(key) + ": ";
     uint32_t type;
     s = cur.U32(&type, "value type");
-    if (!s.ok()) return Annotate(s, at);
+    if (!s.ok()) return Annotate(s, file, at);
     if (!KnownType(type)) {
       return DataLoss(where + " " + Quote(key) + " has unknown value type " + std::to_string(type));
     }
     GgufValue value;
     s = ReadValue(cur, static_cast<GgufType>(type), 0, file, &value);
-    if (!s.ok()) return Annotate(s, at);
+    if (!s.ok()) return Annotate(s, file, at);
     if (!f.metadata_index_.emplace(key, f.metadata_.size()).second) {
       return DataLoss(where + ": duplicate key " + Quote(key));
     }
@@ -358,13 +363,13 @@ StatusOr<GgufFile> GgufFile::Parse(const uint8_t* data, size_t size, std::string
     t.index = static_cast<int>(i);
     const std::string at = "tensor info #" + std::to_string(i) + ": ";
     Status s = cur.String(&t.name, "tensor name");
-    if (!s.ok()) return Annotate(s, at);
+    if (!s.ok()) return Annotate(s, file, at);
     const std::string where = file + ": tensor " + Quote(t.name) + " (#" + std::to_string(i) + ")";
     if (t.name.empty()) return DataLoss(file + ": tensor #" + std::to_string(i) + " has an empty name");
     if (FindInvalidUtf8(t.name) != kUtf8Valid) return DataLoss(where + ": name is not valid UTF-8");
     uint32_t n_dims;
     s = cur.U32(&n_dims, "tensor n_dims");
-    if (!s.ok()) return Annotate(s, at);
+    if (!s.ok()) return Annotate(s, file, at);
     if (n_dims < 1 || n_dims > kGgufMaxDims) {
       return DataLoss(where + " has " + std::to_string(n_dims) + " dimensions (expected 1.." +
                       std::to_string(kGgufMaxDims) + ")");
@@ -372,12 +377,12 @@ StatusOr<GgufFile> GgufFile::Parse(const uint8_t* data, size_t size, std::string
     t.n_dims = static_cast<int>(n_dims);
     for (uint32_t d = 0; d < n_dims; ++d) {
       s = cur.U64(&t.ne[d], "tensor dimension");
-      if (!s.ok()) return Annotate(s, at);
+      if (!s.ok()) return Annotate(s, file, at);
     }
     s = cur.U32(&t.type, "tensor type");
-    if (!s.ok()) return Annotate(s, at);
+    if (!s.ok()) return Annotate(s, file, at);
     s = cur.U64(&t.offset, "tensor data offset");
-    if (!s.ok()) return Annotate(s, at);
+    if (!s.ok()) return Annotate(s, file, at);
 
     const GgmlTypeInfo* info = FindGgmlType(t.type);
     if (info == nullptr) {
