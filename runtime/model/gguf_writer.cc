@@ -6,7 +6,7 @@
 #include <cstring>
 #include <utility>
 
-#include "runtime/model/quantize.h"
+#include "simd/weight_quant.h"
 #include "simd/kv_format.h"
 
 namespace kvedge {
@@ -20,16 +20,6 @@ uint32_t GgmlTypeOf(WeightType t) {
     case WeightType::kQ4_0: return kGgmlQ4_0;
   }
   return kGgmlF32;
-}
-
-uint64_t EncodedRowBytes(WeightType t, uint64_t cols) {
-  switch (t) {
-    case WeightType::kF32: return 4 * cols;
-    case WeightType::kF16: case WeightType::kBF16: return 2 * cols;
-    case WeightType::kQ8_0: return cols / kQuantBlock * sizeof(BlockQ8_0);
-    case WeightType::kQ4_0: return cols / kQuantBlock * sizeof(BlockQ4_0);
-  }
-  return 0;
 }
 
 GgufWriter::~GgufWriter() {
@@ -107,7 +97,7 @@ void GgufWriter::AddTensor(std::string name, WeightType type, std::vector<uint64
   uint64_t rows = 1;
   for (size_t d = 1; d < ne.size(); ++d) rows *= ne[d];
   const uint64_t offset = (data_bytes_ + alignment_ - 1) / alignment_ * alignment_;
-  data_bytes_ = offset + rows * EncodedRowBytes(type, ne[0]);
+  data_bytes_ = offset + rows * WeightRowBytes(type, ne[0]);
   tensors_.push_back({std::move(name), type, std::move(ne), rows, offset});
 }
 
@@ -165,7 +155,7 @@ Status GgufWriter::WriteRows(const float* rows, uint64_t n_rows) {
     }
     const Tensor& t = tensors_[current_];
     const uint64_t cols = t.ne[0];
-    const uint64_t row_bytes = EncodedRowBytes(t.type, cols);
+    const uint64_t row_bytes = WeightRowBytes(t.type, cols);
     const uint64_t n = std::min(n_rows, t.rows - rows_done_);
     scratch_.resize(n * row_bytes);
     for (uint64_t r = 0; r < n; ++r) {
@@ -173,20 +163,10 @@ Status GgufWriter::WriteRows(const float* rows, uint64_t n_rows) {
       uint8_t* y = scratch_.data() + r * row_bytes;
       switch (t.type) {
         case WeightType::kF32: std::memcpy(y, x, row_bytes); break;
-        case WeightType::kF16:
-          for (uint64_t c = 0; c < cols; ++c) {
-            const uint16_t h = F16FromF32(x[c]);
-            std::memcpy(y + 2 * c, &h, 2);
-          }
-          break;
-        case WeightType::kBF16:
-          for (uint64_t c = 0; c < cols; ++c) {
-            const uint16_t h = BF16FromF32(x[c]);
-            std::memcpy(y + 2 * c, &h, 2);
-          }
-          break;
-        case WeightType::kQ8_0: QuantizeRowQ8_0(x, reinterpret_cast<BlockQ8_0*>(y), cols); break;
-        case WeightType::kQ4_0: QuantizeRowQ4_0(x, reinterpret_cast<BlockQ4_0*>(y), cols); break;
+        case WeightType::kF16: QuantizeRowF16(x, cols, reinterpret_cast<uint16_t*>(y)); break;
+        case WeightType::kBF16: QuantizeRowBF16(x, cols, reinterpret_cast<uint16_t*>(y)); break;
+        case WeightType::kQ8_0: QuantizeRowQ8_0(x, cols, reinterpret_cast<BlockQ8_0*>(y)); break;
+        case WeightType::kQ4_0: QuantizeRowQ4_0(x, cols, reinterpret_cast<BlockQ4_0*>(y)); break;
       }
     }
     KVEDGE_RETURN_IF_ERROR(WriteBytes(scratch_.data(), scratch_.size()));

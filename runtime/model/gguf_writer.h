@@ -18,8 +18,6 @@ namespace kvedge {
 
 // ggml type id of a kvedge weight type.
 uint32_t GgmlTypeOf(WeightType t);
-// Bytes of `cols` weights of type t (cols a multiple of 32 for Q8_0/Q4_0).
-uint64_t EncodedRowBytes(WeightType t, uint64_t cols);
 
 // Usage: Set*() metadata and AddTensor() every tensor, then Begin(), then
 // WriteRows() each tensor's rows in declaration order, then Finish().

@@ -9,7 +9,8 @@
 #include "runtime/model/gguf_writer.h"
 #include "runtime/model/model_export.h"
 #include "runtime/model/model_loader.h"
-#include "runtime/model/quantize.h"
+#include "simd/model_kernels_ref.h"
+#include "simd/weight_quant.h"
 #include "runtime/tokenizer/spm_tokenizer.h"
 #include "simd/kv_format.h"
 #include "tests/testing/test_data.h"
@@ -24,18 +25,18 @@ TEST(QuantizeTest, MatchesGgmlReferenceValues) {
   float x[32];
   for (int j = 0; j < 32; ++j) x[j] = static_cast<float>(j - 16);  // -16..15
   BlockQ8_0 q8;
-  QuantizeRowQ8_0(x, &q8, 32);
+  QuantizeRowQ8_0(x, 32, &q8);
   EXPECT_EQ(q8.d, F16FromF32(16.0f / 127.0f));
   for (int j = 0; j < 32; ++j) EXPECT_EQ(q8.qs[j], static_cast<int8_t>(std::roundf(x[j] * 127.0f / 16.0f))) << j;
   BlockQ4_0 q4;
-  QuantizeRowQ4_0(x, &q4, 32);
+  QuantizeRowQ4_0(x, 32, &q4);
   // max = -16 (largest |x|, signed) → d = 2, q = min(15, (int8)(x/2 + 8.5)).
   EXPECT_EQ(q4.d, F16FromF32(2.0f));
   EXPECT_EQ(q4.qs[0] & 15, 0);          // x = -16
   EXPECT_EQ(q4.qs[15] >> 4, 15);        // x = 15 → 16 clipped to 15
   EXPECT_EQ(q4.qs[3] & 15, 2);          // x = -13: (int8)(-6.5 + 8.5) = 2
   float y[32];
-  DequantizeRowQ4_0(&q4, y, 32);
+  ref::DequantizeRow(MatrixView{WeightType::kQ4_0, &q4, 1, 32}, 0, y);
   EXPECT_FLOAT_EQ(y[0], -16.0f);
   EXPECT_FLOAT_EQ(y[31], 14.0f);
 }
@@ -153,18 +154,7 @@ class ConvertTest : public ::testing::Test {
 // Dequantized rows of `m` (any stored type) as f32.
 std::vector<float> Dequantize(const MatrixView& m) {
   std::vector<float> out(m.rows * m.cols);
-  const uint8_t* p = static_cast<const uint8_t*>(m.data);
-  for (size_t i = 0; i < m.rows * m.cols; ++i) {
-    uint16_t h;
-    switch (m.type) {
-      case WeightType::kF32: std::memcpy(&out[i], p + 4 * i, 4); break;
-      case WeightType::kF16: std::memcpy(&h, p + 2 * i, 2), out[i] = F32FromF16(h); break;
-      case WeightType::kBF16: std::memcpy(&h, p + 2 * i, 2), out[i] = F32FromBF16(h); break;
-      default: break;
-    }
-  }
-  if (m.type == WeightType::kQ8_0) DequantizeRowQ8_0(static_cast<const BlockQ8_0*>(m.data), out.data(), out.size());
-  if (m.type == WeightType::kQ4_0) DequantizeRowQ4_0(static_cast<const BlockQ4_0*>(m.data), out.data(), out.size());
+  for (size_t r = 0; r < m.rows; ++r) ref::DequantizeRow(m, r, out.data() + r * m.cols);
   return out;
 }
 
