@@ -28,9 +28,9 @@ extern "C" {
  * move between threads); different sessions never share mutable state, so
  * they run fully in parallel, even over the same model.
  *
- * Allocation: kvedge_session_feed_tokens, kvedge_session_sample and
- * kvedge_token_piece allocate nothing on success; all memory of a session is
- * reserved by kvedge_session_create.
+ * Allocation: all memory of a session is reserved by kvedge_session_create.
+ * kvedge_session_feed_tokens, _sample, _generate, _logits, _stats and
+ * kvedge_token_piece allocate nothing on success.
  * ------------------------------------------------------------------------ */
 
 typedef enum kvedge_status {
@@ -71,7 +71,8 @@ typedef struct kvedge_model kvedge_model;
  * use the vocabulary embedded in a GGUF (llama2.c checkpoints need the path).
  * On success *out owns the model; release it with kvedge_model_free.
  * Errors: NOT_FOUND (message names the path), CORRUPT, UNSUPPORTED, IO,
- * INVALID_ARGUMENT (NULL path or out; tokenizer/model vocabulary mismatch).
+ * INVALID_ARGUMENT (NULL model_path or out; a file that is no model; no
+ * tokenizer for a llama2.c checkpoint; vocabulary sizes differ).
  * Thread-safe. */
 kvedge_status kvedge_model_load(const char* model_path, const char* tokenizer_path, kvedge_model** out);
 

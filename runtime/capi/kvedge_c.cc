@@ -5,9 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <cstring>
 #include <exception>
-#include <limits>
 #include <memory>
 #include <new>
 #include <string>
@@ -124,10 +122,10 @@ Status ToOptions(const kvedge_model& model, const kvedge_session_config& c, Sess
                  SamplerOptions* sampler) {
   KvCacheOptions& kv = session->kv;
   KVEDGE_RETURN_IF_ERROR(ParseName("policy", c.policy, ParseEvictionPolicy, "full, window, sinks or h2o", &kv.policy));
-  KVEDGE_RETURN_IF_ERROR(ParseName("key_format", c.key_format, ParseKvFormat, "f32, f16, int8 or int4",
-                                   &kv.key_format));
-  KVEDGE_RETURN_IF_ERROR(ParseName("value_format", c.value_format, ParseKvFormat, "f32, f16, int8 or int4",
-                                   &kv.value_format));
+  KVEDGE_RETURN_IF_ERROR(
+      ParseName("key_format", c.key_format, ParseKvFormat, "f32, f16, int8 or int4", &kv.key_format));
+  KVEDGE_RETURN_IF_ERROR(
+      ParseName("value_format", c.value_format, ParseKvFormat, "f32, f16, int8 or int4", &kv.value_format));
   KVEDGE_RETURN_IF_ERROR(ParseName("positions", c.positions, ParsePositions, "in-cache or absolute", &kv.positions));
   if (c.threads < 1 || c.threads > kMaxThreads) {
     return InvalidArgument("config.threads is " + std::to_string(c.threads) + " (expected 1 to " +
@@ -248,8 +246,8 @@ kvedge_status kvedge_model_get_info(const kvedge_model* model, kvedge_model_info
   return KVEDGE_OK;
 }
 
-kvedge_status kvedge_tokenize(const kvedge_model* model, const char* text, int add_bos, int32_t* out,
-                              size_t capacity, size_t* n_tokens) {
+kvedge_status kvedge_tokenize(const kvedge_model* model, const char* text, int add_bos, int32_t* out, size_t capacity,
+                              size_t* n_tokens) {
   const char* const fn = __func__;  // __func__ inside a lambda names the lambda
   if (model == nullptr) return NullArgument(fn, "model");
   if (text == nullptr) return NullArgument(fn, "text");
@@ -260,9 +258,9 @@ kvedge_status kvedge_tokenize(const kvedge_model* model, const char* text, int a
     if (!ids.ok()) return Fail(ids.status(), fn);
     *n_tokens = ids->size();
     if (ids->size() > capacity) {
-      return Fail(KVEDGE_BUFFER_TOO_SMALL, fn,
-                  "the text needs " + std::to_string(ids->size()) + " token ids; the buffer holds " +
-                      std::to_string(capacity));
+      return Fail(
+          KVEDGE_BUFFER_TOO_SMALL, fn,
+          "the text needs " + std::to_string(ids->size()) + " token ids; the buffer holds " + std::to_string(capacity));
     }
     std::copy(ids->begin(), ids->end(), out);
     return KVEDGE_OK;
