@@ -33,6 +33,7 @@ struct kvedge_model {
   mutable std::atomic<int> references{1};
 };
 
+// One stream: owns its Session and Sampler; used by one thread at a time.
 struct kvedge_session {
   kvedge_session(const kvedge_model* m, std::unique_ptr<kvedge::Session> s, kvedge::Sampler sp)
       : model(m), session(std::move(s)), sampler(std::move(sp)) {}
