@@ -1,0 +1,233 @@
+/* kvedge C API: load a Llama-family model once, run any number of independent
+ * generation sessions over it, each with its own bounded, compressed KV cache. */
+#ifndef KVEDGE_H_
+#define KVEDGE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------
+ * Conventions
+ *
+ * Errors: every fallible function returns a kvedge_status. On failure,
+ * kvedge_last_error() gives a message for the calling thread ("function:
+ * what, where, expected"); out-parameters are left untouched unless stated.
+ * A NULL pointer where an object is required is KVEDGE_INVALID_ARGUMENT with
+ * a message naming the argument, never a crash.
+ *
+ * Ownership: handles are created by *_load / *_create and released by the
+ * matching *_free. Pointers returned through out-parameters (names, logits,
+ * token pieces) are borrowed: never free them; their lifetime is stated.
+ *
+ * Threads: a kvedge_model is immutable and may be used from any number of
+ * threads at once. A kvedge_session is used by one thread at a time (it may
+ * move between threads); different sessions never share mutable state, so
+ * they run fully in parallel, even over the same model.
+ *
+ * Allocation: all memory of a session is reserved by kvedge_session_create.
+ * kvedge_session_feed_tokens, _sample, _generate, _logits, _stats and
+ * kvedge_token_piece allocate nothing on success.
+ * ------------------------------------------------------------------------ */
+
+typedef enum kvedge_status {
+  KVEDGE_OK = 0,
+  KVEDGE_INVALID_ARGUMENT = 1, /* unusable argument: NULL, range, name, bad UTF-8 */
+  KVEDGE_NOT_FOUND = 2,        /* a file does not exist */
+  KVEDGE_CORRUPT = 3,          /* a file is truncated, corrupt or inconsistent */
+  KVEDGE_UNSUPPORTED = 4,      /* well-formed, but not something kvedge implements */
+  KVEDGE_OUT_OF_BUDGET = 5,    /* the byte budget / capacity cannot hold the cache */
+  KVEDGE_CONTEXT_FULL = 6,     /* a "full" policy cache cannot take more tokens */
+  KVEDGE_BUFFER_TOO_SMALL = 7, /* a caller buffer is too small; the size is reported */
+  KVEDGE_FAILED_PRECONDITION = 8, /* wrong state, e.g. sampling before any token was fed */
+  KVEDGE_IO = 9,               /* the OS refused (permissions, mmap, read) */
+  KVEDGE_OUT_OF_MEMORY = 10,   /* the heap is exhausted */
+  KVEDGE_INTERNAL = 11         /* a bug in kvedge */
+} kvedge_status;
+
+/* A static, human-readable name of a status ("ok", "not found", ...). Never NULL. */
+const char* kvedge_status_name(kvedge_status status);
+
+/* The message of the most recent failed call made by the calling thread, or ""
+ * if none failed yet. Successful calls leave it unchanged. The pointer stays
+ * valid for the thread's life; its text changes with the thread's next failure. */
+const char* kvedge_last_error(void);
+
+/* The library version, "MAJOR.MINOR.PATCH". Static storage. */
+const char* kvedge_version(void);
+
+/* ------------------------------------------------------------------------
+ * Models
+ * ------------------------------------------------------------------------ */
+
+/* A loaded model (weights memory-mapped, used in place) and its tokenizer. */
+typedef struct kvedge_model kvedge_model;
+
+/* Loads a GGUF file or a llama2.c checkpoint (detected by content) and its
+ * tokenizer: `tokenizer_path` names a llama2.c tokenizer.bin, or is NULL to
+ * use the vocabulary embedded in a GGUF (llama2.c checkpoints need the path).
+ * On success *out owns the model; release it with kvedge_model_free.
+ * Errors: NOT_FOUND (message names the path), CORRUPT, UNSUPPORTED, IO,
+ * INVALID_ARGUMENT (NULL model_path or out; a file that is no model; no
+ * tokenizer for a llama2.c checkpoint; vocabulary sizes differ).
+ * Thread-safe. */
+kvedge_status kvedge_model_load(const char* model_path, const char* tokenizer_path, kvedge_model** out);
+
+/* Releases the caller's reference. Sessions created from the model keep it
+ * alive until they are freed, so models and sessions may be freed in any
+ * order. NULL is a no-op. Must not race with other calls on the same handle. */
+void kvedge_model_free(kvedge_model* model);
+
+typedef struct kvedge_model_info {
+  const char* name;         /* general.name or the file's base name; lives as long as the model */
+  const char* format;       /* "gguf" or "llama2c"; lives as long as the model */
+  int32_t vocab_size;
+  int32_t context_length;   /* trained context, tokens */
+  int32_t n_layers;
+  int32_t dim;              /* embedding width */
+  int32_t hidden_dim;       /* FFN inner width */
+  int32_t n_heads;
+  int32_t n_kv_heads;
+  int32_t head_dim;
+  int32_t bos_token;        /* -1 if the vocabulary has none */
+  int32_t eos_token;        /* -1 if the vocabulary has none */
+  uint64_t weight_bytes;    /* bytes of all weight tensors */
+} kvedge_model_info;
+
+/* Fills *info. Errors: INVALID_ARGUMENT (NULL). Thread-safe. */
+kvedge_status kvedge_model_get_info(const kvedge_model* model, kvedge_model_info* info);
+
+/* Encodes NUL-terminated UTF-8 `text` into token ids, BOS first if `add_bos`
+ * is non-zero. *n_tokens receives the number of ids the text needs; they are
+ * written to out[0 .. *n_tokens) if that fits in `capacity`, else
+ * KVEDGE_BUFFER_TOO_SMALL is returned and nothing is written (so out = NULL,
+ * capacity = 0 asks for the size). Errors: INVALID_ARGUMENT (NULL text or
+ * n_tokens, out NULL with capacity > 0, invalid UTF-8 with its byte offset).
+ * Thread-safe. */
+kvedge_status kvedge_tokenize(const kvedge_model* model, const char* text, int add_bos, int32_t* out,
+                              size_t capacity, size_t* n_tokens);
+
+/* The bytes token `token` contributes to text when it follows `prev_token`
+ * (pass -1 for none): the leading space of the first word after BOS is
+ * dropped, byte-fallback tokens yield their raw byte, BOS/EOS yield nothing.
+ * *piece points into the model (no copy, no allocation) and stays valid
+ * while the model lives; it is followed by a NUL byte, but may itself hold
+ * a NUL (the <0x00> token), so use *len. A piece may be part of a UTF-8
+ * sequence that the next pieces complete. Errors: INVALID_ARGUMENT (NULL,
+ * token outside the vocabulary). Thread-safe. */
+kvedge_status kvedge_token_piece(const kvedge_model* model, int32_t prev_token, int32_t token, const char** piece,
+                                 size_t* len);
+
+/* ------------------------------------------------------------------------
+ * Sessions
+ * ------------------------------------------------------------------------ */
+
+/* One token stream over a model: its KV cache, scratch, threads, sampler. */
+typedef struct kvedge_session kvedge_session;
+
+/* Session settings. Always start from kvedge_session_config_init, then
+ * change fields. Strings are read during kvedge_session_create only; a NULL
+ * string means its default. */
+typedef struct kvedge_session_config {
+  /* KV cache */
+  const char* policy;       /* "full", "window", "sinks" (StreamingLLM), "h2o"; default "sinks" */
+  const char* key_format;   /* "f32", "f16", "int8", "int4"; default "int4" */
+  const char* value_format; /* as key_format; default "int4" */
+  int32_t sinks;            /* pinned first tokens (sinks, h2o); -1: default 4 */
+  int32_t heavy;            /* heavy-hitter slots (h2o); -1: policy default */
+  int32_t window;           /* recent tokens kept; -1: what capacity leaves */
+  int32_t capacity_tokens;  /* tokens per lane; 0: derive from budget_bytes */
+  uint64_t budget_bytes;    /* KV arena bytes, used when capacity_tokens is 0.
+                               Both 0 (and window -1): capacity = the model's context length */
+  const char* positions;    /* "in-cache" (StreamingLLM, default) or "absolute" */
+  float h2o_decay;          /* h2o score decay per step, (0, 1]; default 1 */
+  /* Compute */
+  int32_t threads;          /* 1 .. 256; default 1 */
+  int32_t max_batch;        /* tokens per prefill chunk, 1 .. 4096; default 32 */
+  /* Sampling (kvedge_session_sample / _generate) */
+  float temperature;        /* 0: greedy; default 0.8 */
+  int32_t top_k;            /* <= 0: no cut; default 40 */
+  float top_p;              /* (0, 1], 1: no cut; default 0.95 */
+  uint64_t seed;            /* default 0; the same seed reproduces the same stream */
+} kvedge_session_config;
+
+/* Writes the defaults above into *config. NULL is a no-op. */
+void kvedge_session_config_init(kvedge_session_config* config);
+
+/* Creates a session over `model` (which it keeps alive) and reserves all its
+ * memory. `config` NULL means the defaults. Any number of sessions may exist
+ * per model, created from any threads. On success *out owns the session.
+ * Errors: INVALID_ARGUMENT (NULL model/out, unknown names, out-of-range
+ * numbers, threads 0), OUT_OF_BUDGET (budget or capacity below the minimum
+ * the policy needs; the message names the minimum), OUT_OF_MEMORY. */
+kvedge_status kvedge_session_create(const kvedge_model* model, const kvedge_session_config* config,
+                                    kvedge_session** out);
+
+/* Releases the session and its memory. NULL is a no-op. */
+void kvedge_session_free(kvedge_session* session);
+
+/* Feeds n token ids (tokens may be NULL when n is 0); afterwards the logits
+ * are those after the last id. Allocates nothing. Errors: INVALID_ARGUMENT
+ * (NULL, an id outside the vocabulary: nothing fed), CONTEXT_FULL (a "full"
+ * cache lacks room for all n: nothing fed). */
+kvedge_status kvedge_session_feed_tokens(kvedge_session* session, const int32_t* tokens, size_t n);
+
+/* Tokenizes NUL-terminated UTF-8 `text` (BOS first if add_bos is non-zero)
+ * and feeds the ids. Errors: as kvedge_tokenize and kvedge_session_feed_tokens;
+ * on any error nothing is fed. */
+kvedge_status kvedge_session_feed_text(kvedge_session* session, const char* text, int add_bos);
+
+/* Picks the next token from the current logits with the session's sampler.
+ * Does not feed it. Allocates nothing. Errors: INVALID_ARGUMENT (NULL),
+ * FAILED_PRECONDITION (nothing fed yet). */
+kvedge_status kvedge_session_sample(kvedge_session* session, int32_t* token);
+
+/* The logits after the last fed token: *logits points to *n_vocab floats
+ * owned by the session, valid until the next feed or kvedge_session_free.
+ * Errors: INVALID_ARGUMENT (NULL), FAILED_PRECONDITION (nothing fed yet). */
+kvedge_status kvedge_session_logits(const kvedge_session* session, const float** logits, int32_t* n_vocab);
+
+/* The last token fed to the session, or -1 before the first; pass it as
+ * prev_token to kvedge_token_piece. Errors: INVALID_ARGUMENT (NULL). */
+kvedge_status kvedge_session_last_token(const kvedge_session* session, int32_t* token);
+
+/* The model a session runs (borrowed; valid while the session lives). NULL
+ * for a NULL session. */
+const kvedge_model* kvedge_session_model(const kvedge_session* session);
+
+typedef struct kvedge_stats {
+  uint64_t tokens_seen;     /* tokens fed over the session's life */
+  uint64_t tokens_held;     /* tokens in the cache now */
+  uint64_t tokens_evicted;
+  uint64_t capacity_tokens; /* tokens the cache holds at most */
+  uint64_t arena_bytes;     /* KV arena, reserved once */
+  uint64_t held_bytes;      /* cache storage holding tokens now */
+  uint64_t f16_full_bytes;  /* what an f16 cache of every token seen would need */
+  uint64_t reserved_bytes;  /* everything the session reserved: arena + scratch */
+  double compression;       /* f16_full_bytes / held_bytes; 0 before any token */
+} kvedge_stats;
+
+/* Fills *stats. Errors: INVALID_ARGUMENT (NULL). */
+kvedge_status kvedge_session_stats(const kvedge_session* session, kvedge_stats* stats);
+
+/* Receives the bytes of each generated token (see kvedge_token_piece; not
+ * NUL-terminated in general). Return 0 to continue, non-zero to stop. */
+typedef int (*kvedge_piece_callback)(const char* piece, size_t len, void* user);
+
+/* Generates up to max_tokens tokens: sample, feed, then hand the piece to
+ * `callback` (may be NULL), so every token the callback saw is in the
+ * session. Stops early at EOS (which is neither fed nor passed on) or when
+ * the callback returns non-zero. *n_generated (may be NULL) receives the
+ * number of tokens fed, also on error. Errors: as kvedge_session_sample and
+ * kvedge_session_feed_tokens (CONTEXT_FULL when a "full" cache fills up). */
+kvedge_status kvedge_session_generate(kvedge_session* session, int32_t max_tokens, kvedge_piece_callback callback,
+                                      void* user, int32_t* n_generated);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KVEDGE_H_ */

@@ -1,0 +1,364 @@
+/* The C API end to end, compiled as C: reference greedy output of stories260K
+ * through kvedge.h, and its error paths. Prints "N passed, M failed" last. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvedge.h"
+
+static int g_passed = 0;
+static int g_failed = 0;
+
+#define CHECK(cond)                                                              \
+  do {                                                                           \
+    if (cond) {                                                                  \
+      ++g_passed;                                                                \
+    } else {                                                                     \
+      ++g_failed;                                                                \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n  last error: %s\n", __FILE__, \
+              __LINE__, #cond, kvedge_last_error());                             \
+    }                                                                            \
+  } while (0)
+
+/* True if the thread's last error contains `needle`. */
+static int ErrorMentions(const char* needle) { return strstr(kvedge_last_error(), needle) != NULL; }
+
+static const int32_t kPrompt[] = {1, 403, 407, 261, 378};
+static const int32_t kGreedy50[] = {432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401,
+                                    396, 267, 337, 410, 408, 419, 292, 411, 322, 265, 282, 295, 433,
+                                    426, 385, 328, 432, 358, 394, 261, 370, 432, 352, 266, 268, 388,
+                                    426, 338, 391, 266, 267, 337, 335, 312, 432, 398, 312};
+static const char kGreedyText[] =
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, "
+    "she saw a big, red ball. She wanted to play with it, but it";
+static const char kPromptText[] = "Once upon a time";
+
+static char g_model_path[4096];
+static char g_tokenizer_path[4096];
+
+/* Text collected by the generate callback. */
+typedef struct {
+  char text[4096];
+  size_t len;
+  int calls;
+  int stop_after; /* stop when calls reaches this; 0: never */
+} Collector;
+
+static int Collect(const char* piece, size_t len, void* user) {
+  Collector* c = (Collector*)user;
+  if (c->len + len < sizeof(c->text)) {
+    memcpy(c->text + c->len, piece, len);
+    c->len += len;
+    c->text[c->len] = '\0';
+  }
+  ++c->calls;
+  return c->stop_after > 0 && c->calls >= c->stop_after;
+}
+
+static kvedge_session_config GreedyF32Full(void) {
+  kvedge_session_config config;
+  kvedge_session_config_init(&config);
+  config.policy = "full";
+  config.key_format = "f32";
+  config.value_format = "f32";
+  config.temperature = 0.0f;
+  return config;
+}
+
+static void TestVersionAndNames(void) {
+  CHECK(strcmp(kvedge_version(), "") != 0);
+  CHECK(strcmp(kvedge_status_name(KVEDGE_OK), "ok") == 0);
+  CHECK(strcmp(kvedge_status_name(KVEDGE_NOT_FOUND), "not found") == 0);
+  CHECK(strcmp(kvedge_status_name((kvedge_status)99), "unknown status") == 0);
+}
+
+static void TestModelInfoAndTokenize(const kvedge_model* model) {
+  kvedge_model_info info;
+  CHECK(kvedge_model_get_info(model, &info) == KVEDGE_OK);
+  CHECK(info.vocab_size == 512);
+  CHECK(info.context_length == 512);
+  CHECK(info.n_layers == 5);
+  CHECK(info.dim == 64);
+  CHECK(info.n_heads == 8 && info.n_kv_heads == 4 && info.head_dim == 8);
+  CHECK(info.bos_token == 1 && info.eos_token == 2);
+  CHECK(info.name != NULL && info.name[0] != '\0');
+  CHECK(strcmp(info.format, "llama2c") == 0);
+
+  size_t n = 0;
+  CHECK(kvedge_tokenize(model, kPromptText, 1, NULL, 0, &n) == KVEDGE_BUFFER_TOO_SMALL);
+  CHECK(n == 5);
+  int32_t ids[8] = {0};
+  CHECK(kvedge_tokenize(model, kPromptText, 1, ids, 4, &n) == KVEDGE_BUFFER_TOO_SMALL);
+  CHECK(ids[0] == 0); /* nothing written */
+  CHECK(kvedge_tokenize(model, kPromptText, 1, ids, 8, &n) == KVEDGE_OK);
+  CHECK(n == 5 && memcmp(ids, kPrompt, sizeof(kPrompt)) == 0);
+  CHECK(kvedge_tokenize(model, "", 0, ids, 8, &n) == KVEDGE_OK && n == 0);
+}
+
+/* Sample + feed by hand: the reference ids, then their text through token pieces. */
+static void TestReferenceGreedyIds(const kvedge_model* model) {
+  const kvedge_session_config config = GreedyF32Full();
+  kvedge_session* session = NULL;
+  CHECK(kvedge_session_create(model, &config, &session) == KVEDGE_OK);
+  if (session == NULL) return;
+  int32_t last = 0;
+  CHECK(kvedge_session_last_token(session, &last) == KVEDGE_OK && last == -1);
+  CHECK(kvedge_session_feed_text(session, kPromptText, 1) == KVEDGE_OK);
+  CHECK(kvedge_session_last_token(session, &last) == KVEDGE_OK && last == 378);
+
+  int32_t ids[55];
+  memcpy(ids, kPrompt, sizeof(kPrompt));
+  int ok = 1;
+  for (int i = 0; i < 50 && ok; ++i) {
+    int32_t token = -1;
+    ok = kvedge_session_sample(session, &token) == KVEDGE_OK &&
+         kvedge_session_feed_tokens(session, &token, 1) == KVEDGE_OK;
+    ids[5 + i] = token;
+  }
+  CHECK(ok);
+  CHECK(memcmp(ids + 5, kGreedy50, sizeof(kGreedy50)) == 0);
+
+  char text[1024];
+  size_t len = 0;
+  int32_t prev = -1;
+  for (int i = 0; i < 55; ++i) {
+    const char* piece = NULL;
+    size_t piece_len = 0;
+    CHECK(kvedge_token_piece(model, prev, ids[i], &piece, &piece_len) == KVEDGE_OK);
+    if (piece != NULL && len + piece_len < sizeof(text)) {
+      memcpy(text + len, piece, piece_len);
+      len += piece_len;
+    }
+    prev = ids[i];
+  }
+  text[len] = '\0';
+  CHECK(strcmp(text, kGreedyText) == 0);
+  if (strcmp(text, kGreedyText) != 0) fprintf(stderr, "  got: %s\n", text);
+
+  const float* logits = NULL;
+  int32_t n_vocab = 0;
+  CHECK(kvedge_session_logits(session, &logits, &n_vocab) == KVEDGE_OK);
+  CHECK(logits != NULL && n_vocab == 512);
+
+  kvedge_stats stats;
+  CHECK(kvedge_session_stats(session, &stats) == KVEDGE_OK);
+  CHECK(stats.tokens_seen == 55 && stats.tokens_held == 55 && stats.tokens_evicted == 0);
+  CHECK(stats.capacity_tokens == 512); /* the model's context by default */
+  CHECK(stats.arena_bytes > 0 && stats.reserved_bytes >= stats.arena_bytes);
+  CHECK(stats.f16_full_bytes == 55ull * 5 * 4 * 8 * 2 * 2); /* tokens × lanes × head_dim × (K,V) × 2 bytes */
+  /* Storage is held a block of 32 slots at a time: a sealed f32 block and the f32 tail, K and V, 20 lanes. */
+  CHECK(stats.held_bytes == 20ull * 2 * 2 * 32 * 8 * 4);
+  CHECK(stats.compression == (double)stats.f16_full_bytes / (double)stats.held_bytes);
+  kvedge_session_free(session);
+}
+
+/* kvedge_session_generate: the same text through the callback; stopping early. */
+static void TestGenerate(const kvedge_model* model) {
+  const kvedge_session_config config = GreedyF32Full();
+  kvedge_session* session = NULL;
+  CHECK(kvedge_session_create(model, &config, &session) == KVEDGE_OK);
+  if (session == NULL) return;
+  CHECK(kvedge_session_feed_text(session, kPromptText, 1) == KVEDGE_OK);
+  static Collector collector;
+  memset(&collector, 0, sizeof(collector));
+  int32_t n = -1;
+  CHECK(kvedge_session_generate(session, 50, Collect, &collector, &n) == KVEDGE_OK);
+  CHECK(n == 50 && collector.calls == 50);
+  CHECK(strcmp(collector.text, kGreedyText + strlen(kPromptText)) == 0);
+
+  memset(&collector, 0, sizeof(collector));
+  collector.stop_after = 3;
+  CHECK(kvedge_session_generate(session, 50, Collect, &collector, &n) == KVEDGE_OK);
+  CHECK(n == 3 && collector.calls == 3);
+  CHECK(strcmp(collector.text, " was too") == 0); /* the reference goes on "... but it was too high." */
+  kvedge_stats stats;
+  CHECK(kvedge_session_stats(session, &stats) == KVEDGE_OK && stats.tokens_seen == 58);
+  CHECK(kvedge_session_generate(session, 0, NULL, NULL, &n) == KVEDGE_OK && n == 0);
+  CHECK(kvedge_session_generate(session, -1, NULL, NULL, &n) == KVEDGE_INVALID_ARGUMENT);
+  kvedge_session_free(session);
+}
+
+static void TestLoadErrors(void) {
+  kvedge_model* model = NULL;
+  const char* missing = "/nonexistent/kvedge/no_model.bin";
+  CHECK(kvedge_model_load(missing, NULL, &model) == KVEDGE_NOT_FOUND);
+  CHECK(ErrorMentions(missing));
+  CHECK(model == NULL);
+  CHECK(kvedge_model_load(g_model_path, "/nonexistent/tok.bin", &model) == KVEDGE_NOT_FOUND);
+  CHECK(ErrorMentions("/nonexistent/tok.bin"));
+  /* A llama2.c checkpoint carries no vocabulary. */
+  CHECK(kvedge_model_load(g_model_path, NULL, &model) == KVEDGE_INVALID_ARGUMENT);
+  /* The tokenizer is not a model. */
+  CHECK(kvedge_model_load(g_tokenizer_path, NULL, &model) == KVEDGE_INVALID_ARGUMENT);
+  CHECK(ErrorMentions("tok512.bin"));
+  CHECK(model == NULL);
+  CHECK(kvedge_model_load(NULL, NULL, &model) == KVEDGE_INVALID_ARGUMENT);
+  CHECK(ErrorMentions("model_path"));
+  CHECK(kvedge_model_load(g_model_path, g_tokenizer_path, NULL) == KVEDGE_INVALID_ARGUMENT);
+  CHECK(ErrorMentions("'out'"));
+}
+
+static void TestNullArguments(const kvedge_model* model) {
+  kvedge_session* session = NULL;
+  int32_t token = 0;
+  size_t n = 0;
+  const char* piece = NULL;
+  kvedge_stats stats;
+  kvedge_model_info info;
+  CHECK(kvedge_session_create(NULL, NULL, &session) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("'model'"));
+  CHECK(kvedge_session_create(model, NULL, NULL) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("'out'"));
+  CHECK(kvedge_session_feed_tokens(NULL, &token, 1) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("'session'"));
+  CHECK(kvedge_session_feed_text(NULL, "x", 0) == KVEDGE_INVALID_ARGUMENT);
+  CHECK(kvedge_session_sample(NULL, &token) == KVEDGE_INVALID_ARGUMENT);
+  CHECK(kvedge_session_stats(NULL, &stats) == KVEDGE_INVALID_ARGUMENT);
+  CHECK(kvedge_session_generate(NULL, 1, NULL, NULL, NULL) == KVEDGE_INVALID_ARGUMENT);
+  CHECK(kvedge_model_get_info(NULL, &info) == KVEDGE_INVALID_ARGUMENT);
+  CHECK(kvedge_model_get_info(model, NULL) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("'info'"));
+  CHECK(kvedge_tokenize(model, NULL, 1, NULL, 0, &n) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("'text'"));
+  CHECK(kvedge_tokenize(model, "x", 1, NULL, 4, &n) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("out"));
+  CHECK(kvedge_token_piece(model, -1, 5, NULL, &n) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("'piece'"));
+  CHECK(kvedge_token_piece(model, -1, 512, &piece, &n) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("512"));
+  CHECK(kvedge_session_model(NULL) == NULL);
+  kvedge_session_free(NULL);
+  kvedge_model_free(NULL);
+  kvedge_session_config_init(NULL);
+
+  const kvedge_session_config config = GreedyF32Full();
+  CHECK(kvedge_session_create(model, &config, &session) == KVEDGE_OK);
+  if (session == NULL) return;
+  CHECK(kvedge_session_model(session) == model);
+  CHECK(kvedge_session_sample(session, NULL) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("'token'"));
+  CHECK(kvedge_session_feed_text(session, NULL, 1) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("'text'"));
+  CHECK(kvedge_session_feed_tokens(session, NULL, 3) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("'tokens'"));
+  CHECK(kvedge_session_feed_tokens(session, NULL, 0) == KVEDGE_OK);
+  kvedge_session_free(session);
+}
+
+static void TestSessionErrors(const kvedge_model* model) {
+  kvedge_session_config config = GreedyF32Full();
+  config.capacity_tokens = 40;
+  kvedge_session* session = NULL;
+  CHECK(kvedge_session_create(model, &config, &session) == KVEDGE_OK);
+  if (session == NULL) return;
+  int32_t token = 0;
+  const float* logits = NULL;
+  int32_t n_vocab = 0;
+  CHECK(kvedge_session_sample(session, &token) == KVEDGE_FAILED_PRECONDITION);
+  CHECK(kvedge_session_logits(session, &logits, &n_vocab) == KVEDGE_FAILED_PRECONDITION);
+  CHECK(kvedge_session_generate(session, 5, NULL, NULL, NULL) == KVEDGE_FAILED_PRECONDITION);
+
+  CHECK(kvedge_session_feed_text(session, "bad \xff byte", 1) == KVEDGE_INVALID_ARGUMENT);
+  CHECK(ErrorMentions("UTF-8") && ErrorMentions("byte 4"));
+  const int32_t out_of_range[] = {1, 7, 512};
+  CHECK(kvedge_session_feed_tokens(session, out_of_range, 3) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("512"));
+  const int32_t negative = -3;
+  CHECK(kvedge_session_feed_tokens(session, &negative, 1) == KVEDGE_INVALID_ARGUMENT);
+  kvedge_stats stats;
+  CHECK(kvedge_session_stats(session, &stats) == KVEDGE_OK && stats.tokens_seen == 0);
+
+  /* A "full" cache of 40 tokens: 41 are refused whole, 40 fit, then nothing more. */
+  int32_t ids[41];
+  for (int i = 0; i < 41; ++i) ids[i] = 5 + i;
+  CHECK(kvedge_session_feed_tokens(session, ids, 41) == KVEDGE_CONTEXT_FULL && ErrorMentions("context full"));
+  CHECK(kvedge_session_stats(session, &stats) == KVEDGE_OK && stats.tokens_seen == 0);
+  CHECK(kvedge_session_feed_tokens(session, ids, 40) == KVEDGE_OK);
+  CHECK(kvedge_session_feed_tokens(session, ids, 1) == KVEDGE_CONTEXT_FULL);
+  int32_t n = -1;
+  CHECK(kvedge_session_generate(session, 5, NULL, NULL, &n) == KVEDGE_CONTEXT_FULL && n == 0);
+  CHECK(kvedge_session_stats(session, &stats) == KVEDGE_OK && stats.tokens_seen == 40);
+  /* Successful calls leave the last error alone. */
+  CHECK(kvedge_session_sample(session, &token) == KVEDGE_OK && ErrorMentions("context full"));
+  kvedge_session_free(session);
+}
+
+static void TestBadConfigs(const kvedge_model* model) {
+  kvedge_session* session = NULL;
+  kvedge_session_config config;
+
+  kvedge_session_config_init(&config);
+  config.budget_bytes = 1000;
+  CHECK(kvedge_session_create(model, &config, &session) == KVEDGE_OUT_OF_BUDGET && ErrorMentions("too small"));
+
+  kvedge_session_config_init(&config);
+  config.capacity_tokens = 8;
+  CHECK(kvedge_session_create(model, &config, &session) == KVEDGE_OUT_OF_BUDGET && ErrorMentions("minimum"));
+
+  kvedge_session_config_init(&config);
+  config.key_format = "int3";
+  CHECK(kvedge_session_create(model, &config, &session) == KVEDGE_INVALID_ARGUMENT);
+  CHECK(ErrorMentions("key_format") && ErrorMentions("'int3'"));
+
+  kvedge_session_config_init(&config);
+  config.policy = "lru";
+  CHECK(kvedge_session_create(model, &config, &session) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("'lru'"));
+
+  kvedge_session_config_init(&config);
+  config.positions = "relative";
+  CHECK(kvedge_session_create(model, &config, &session) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("positions"));
+
+  kvedge_session_config_init(&config);
+  config.threads = 0;
+  CHECK(kvedge_session_create(model, &config, &session) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("threads"));
+
+  kvedge_session_config_init(&config);
+  config.temperature = -1.0f;
+  CHECK(kvedge_session_create(model, &config, &session) == KVEDGE_INVALID_ARGUMENT);
+
+  kvedge_session_config_init(&config);
+  config.h2o_decay = 0.0f;
+  CHECK(kvedge_session_create(model, &config, &session) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("decay"));
+  CHECK(session == NULL);
+
+  /* The defaults work (int4 sinks over the model's context), as does NULL. */
+  kvedge_session_config_init(&config);
+  CHECK(strcmp(config.policy, "sinks") == 0 && strcmp(config.key_format, "int4") == 0);
+  CHECK(kvedge_session_create(model, &config, &session) == KVEDGE_OK);
+  kvedge_session_free(session);
+  session = NULL;
+  CHECK(kvedge_session_create(model, NULL, &session) == KVEDGE_OK);
+  kvedge_session_free(session);
+}
+
+/* Sessions keep their model alive: freeing the model first is allowed. */
+static void TestModelOutlivedBySession(void) {
+  kvedge_model* model = NULL;
+  CHECK(kvedge_model_load(g_model_path, g_tokenizer_path, &model) == KVEDGE_OK);
+  if (model == NULL) return;
+  const kvedge_session_config config = GreedyF32Full();
+  kvedge_session* session = NULL;
+  CHECK(kvedge_session_create(model, &config, &session) == KVEDGE_OK);
+  kvedge_model_free(model);
+  if (session == NULL) return;
+  CHECK(kvedge_session_feed_text(session, kPromptText, 1) == KVEDGE_OK);
+  int32_t token = -1;
+  CHECK(kvedge_session_sample(session, &token) == KVEDGE_OK && token == kGreedy50[0]);
+  const char* piece = NULL;
+  size_t len = 0;
+  CHECK(kvedge_token_piece(kvedge_session_model(session), 378, token, &piece, &len) == KVEDGE_OK);
+  CHECK(len == 1 && piece[0] == ',');
+  kvedge_session_free(session);
+}
+
+int main(void) {
+  const char* shared = getenv("KVEDGE_SHARED");
+  if (shared == NULL || shared[0] == '\0') shared = KVEDGE_SHARED_DIR_DEFAULT;
+  snprintf(g_model_path, sizeof(g_model_path), "%s/models/stories260K.bin", shared);
+  snprintf(g_tokenizer_path, sizeof(g_tokenizer_path), "%s/models/tok512.bin", shared);
+
+  TestVersionAndNames();
+  TestLoadErrors();
+  kvedge_model* model = NULL;
+  CHECK(kvedge_model_load(g_model_path, g_tokenizer_path, &model) == KVEDGE_OK);
+  if (model != NULL) {
+    TestModelInfoAndTokenize(model);
+    TestReferenceGreedyIds(model);
+    TestGenerate(model);
+    TestNullArguments(model);
+    TestSessionErrors(model);
+    TestBadConfigs(model);
+    kvedge_model_free(model);
+  }
+  TestModelOutlivedBySession();
+  printf("%d passed, %d failed\n", g_passed, g_failed);
+  return g_failed == 0 && g_passed > 0 ? 0 : 1;
+}
