@@ -137,7 +137,9 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadBytes(const uint8_t* data, size_t si
   if (std::memcmp(data, "lmgg", 4) == 0 || std::memcmp(data, "tjgg", 4) == 0 || std::memcmp(data, "fmgg", 4) == 0) {
     return Unsupported(name + ": pre-GGUF ggml file (GGML/GGJT/GGMF); convert it to GGUF with llama.cpp");
   }
-  return ReadLlama2c(data, size, name);
+  KVEDGE_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> w, ReadLlama2c(data, size, name));
+  w->config.name = BaseName(name);
+  return w;
 }
 
 }  // namespace

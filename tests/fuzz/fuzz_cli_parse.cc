@@ -26,10 +26,11 @@ std::vector<std::string> Fields(const uint8_t* data, size_t size, size_t n) {
   return out;
 }
 
+// A token count in [−100, 199900) from a field, −1 (unset) when empty.
 int ToInt(const std::string& s) {
-  int v = 0;
-  for (char c : s) v = v * 31 + static_cast<unsigned char>(c);
-  return s.empty() ? -1 : (v % 200000) - 100;
+  uint32_t v = 0;
+  for (char c : s) v = v * 31u + static_cast<unsigned char>(c);
+  return s.empty() ? -1 : static_cast<int>(v % 200000u) - 100;
 }
 
 }  // namespace
