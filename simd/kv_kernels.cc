@@ -558,19 +558,21 @@ void AccumulateBlocksT(DF df, KvFormat f, int d, const float* HWY_RESTRICT weigh
   const bool small = d < kValueGroup;
   const int cg = small ? 1 : d / kValueGroup;
   const size_t block_bytes = ValueBlockBytes(f, d);
+  const bool quantized = IsQuantized(f);
+  const size_t scales_offset = quantized ? ValueBlockScalesOffset(f, d) : 0;
+  const size_t mins_offset = quantized ? ValueBlockMinsOffset(f, d) : 0;
   HWY_ALIGN float ws[kMaxHeadDim];  // [G][cg] weight × group scale
   float small_bias = 0.0f;          // D < 32: Σ over the run of w·min
-  ValueFold<DF> fold(df, small || !IsQuantized(f) ? kValueGroup : d);
+  ValueFold<DF> fold(df, small || !quantized ? kValueGroup : d);
   for (size_t b = 0; b < n_blocks; ++b) {
     const uint8_t* HWY_RESTRICT block = blocks[b];
     const float* HWY_RESTRICT w = weights + b * kG;
     PrefetchBlock(blocks, n_blocks, b, block_bytes);
-    if (IsQuantized(f)) {
+    if (quantized) {
       if (small) {
         small_bias += FoldValueWeightsSmall(d, w, block, f, ws);
       } else {
-        fold.Fold(df, w, b + 1 == n_blocks, block + ValueBlockScalesOffset(f, d), block + ValueBlockMinsOffset(f, d),
-                  ws);
+        fold.Fold(df, w, b + 1 == n_blocks, block + scales_offset, block + mins_offset, ws);
       }
     }
     switch (f) {
@@ -634,7 +636,7 @@ void AccumulateBlocksT(DF df, KvFormat f, int d, const float* HWY_RESTRICT weigh
       }
     }
   }
-  if (!IsQuantized(f)) return;
+  if (!quantized) return;
   // The mins' share, once per call: out[c] += Σ_b Σ_t w·min of c's group.
   if (small) {
     for (size_t c = 0; c < D; ++c) out[c] += small_bias;
