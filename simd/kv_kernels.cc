@@ -461,21 +461,25 @@ void ScoreKeyBlocks(KvFormat f, int d, int rope_dim, const float* HWY_RESTRICT q
 
 // ---------------------------------------------------------------- values
 
-// out[c0..c0+N) += Σ_t w_t·row_t, where load(t, x) fills x with token t's N
-// f32 elements. Tokens four at a time into independent accumulators.
+// out[c0..c0+N) += Σ_t w_t·row_t, where load(p, x) fills x with the N f32
+// elements at p, and token t's elements start at row + t·stride bytes.
+// Tokens four at a time into independent accumulators; the row pointer
+// advances by 4·stride per step (fully unrolled per-token addresses spilled
+// registers on AVX2: +15 instructions/token for f16 in callgrind).
 template <class DF, class LoadFn>
-HWY_INLINE void AccumulateFloatChunk(DF df, const float* HWY_RESTRICT w, const LoadFn& load, float* HWY_RESTRICT out) {
+HWY_INLINE void AccumulateFloatChunk(DF df, const float* HWY_RESTRICT w, const uint8_t* HWY_RESTRICT row,
+                                     size_t stride, const LoadFn& load, float* HWY_RESTRICT out) {
   using V = hn::Vec<DF>;
   V a0 = hn::LoadU(df, out), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
   V x;
-  for (int t = 0; t < kG; t += 4) {
-    load(t + 0, x);
+  for (int t = 0; t < kG; t += 4, row += 4 * stride) {
+    load(row, x);
     a0 = hn::MulAdd(hn::Set(df, w[t + 0]), x, a0);
-    load(t + 1, x);
+    load(row + stride, x);
     a1 = hn::MulAdd(hn::Set(df, w[t + 1]), x, a1);
-    load(t + 2, x);
+    load(row + 2 * stride, x);
     a2 = hn::MulAdd(hn::Set(df, w[t + 2]), x, a2);
-    load(t + 3, x);
+    load(row + 3 * stride, x);
     a3 = hn::MulAdd(hn::Set(df, w[t + 3]), x, a3);
   }
   hn::StoreU(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), df, out);
@@ -577,15 +581,18 @@ void AccumulateBlocksT(DF df, KvFormat f, int d, const float* HWY_RESTRICT weigh
     }
     switch (f) {
       case KvFormat::kF32: {
-        const float* v = reinterpret_cast<const float*>(block);  // [G][D]
+        // [G][D] f32 rows, read through byte pointers (stride 4·D)
         for (size_t c0 = 0; c0 < D; c0 += N) {
-          AccumulateFloatChunk(df, w, [&](int t, V& x) HWY_ATTR { x = hn::LoadU(df, v + t * D + c0); }, out + c0);
+          AccumulateFloatChunk(
+              df, w, block + 4 * c0, 4 * D,
+              [&](const uint8_t* p, V& x) HWY_ATTR { x = hn::LoadU(df, reinterpret_cast<const float*>(p)); },
+              out + c0);
         }
         break;
       }
       case KvFormat::kF16: {
         for (size_t c0 = 0; c0 < D; c0 += N) {
-          AccumulateFloatChunk(df, w, [&](int t, V& x) HWY_ATTR { x = LoadF16(df, block + 2 * (t * D + c0)); },
+          AccumulateFloatChunk(df, w, block + 2 * c0, 2 * D, [&](const uint8_t* p, V& x) HWY_ATTR { x = LoadF16(df, p); },
                                out + c0);
         }
         break;
