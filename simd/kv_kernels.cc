@@ -169,15 +169,20 @@ void F32FromF16Array(const uint8_t* HWY_RESTRICT src, size_t n, float* HWY_RESTR
   for (; i < n; ++i) dst[i] = LoadF16Scalar(src, i);
 }
 
-// Issues prefetches for every cache line of a block the kernel reaches
+// Issues prefetches for every cache line of the block the kernel reaches
 // `kPrefetchBlocks` blocks later. Blocks of a run need not be adjacent in
 // memory (ring order, H2O compaction), so hardware stream prefetchers alone
 // leave the kernel waiting on DRAM latency; cost: one instruction per 64 B.
-constexpr size_t kPrefetchBlocks = 2;
+// The hint is L2 (x86 prefetcht1, __builtin_prefetch locality 2): an L1
+// prefetch holds one of the few L1 miss buffers per line until the data
+// arrives, so a 40-line burst stalled the kernel's own loads; measured on the
+// AMD EPYC of docs/kernels.md, int4 hd128 cold: L1 hint 20.6–22.8 ns/token,
+// L2 hint 17.5–19.5, none 41 (same binary, same run).
+constexpr size_t kPrefetchBlocks = 4;
 HWY_INLINE void PrefetchBlock(const uint8_t* const* blocks, size_t n_blocks, size_t b, size_t bytes) {
   if (b + kPrefetchBlocks >= n_blocks) return;
   const uint8_t* p = blocks[b + kPrefetchBlocks];
-  for (size_t off = 0; off < bytes; off += 64) hwy::Prefetch(p + off);
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
 }
 
 // ---------------------------------------------------------------- encode/decode
@@ -325,7 +330,11 @@ void RopeRotate(int dim, int rope_dim, const float* angles, const float* x, floa
 // j+pair_offset..+N of channel c, as f32. Passes over j cover the 32 tokens;
 // channels go four at a time into eight independent accumulators so the FMA
 // latency is hidden. d is a multiple of 8. qs: [D] query folded with scales.
-template <class DF, class LoadFn>
+// kBytePairs (int4): load gives a = low nibble l, b = the whole byte l + 16·h
+// (one conversion fewer than extracting h); the high-nibble tokens' dot is
+// then (Σ q·b − Σ q·l)/16, exact in real arithmetic, and the f32 rounding of
+// Σ q·b is ~16x that of Σ q·h divided back by 16: same error bound.
+template <bool kBytePairs = false, class DF, class LoadFn>
 HWY_INLINE void ScoreBlock(DF df, int d, size_t pass_end, size_t pass_step, size_t pair_offset,
                            const float* HWY_RESTRICT qs, float bias, float scale, const LoadFn& load,
                            float* HWY_RESTRICT out) {
@@ -355,7 +364,8 @@ HWY_INLINE void ScoreBlock(DF df, int d, size_t pass_end, size_t pass_step, size
       b3 = hn::MulAdd(q, y, b3);
     }
     const V a = hn::Add(hn::Add(a0, a1), hn::Add(a2, a3));
-    const V b = hn::Add(hn::Add(b0, b1), hn::Add(b2, b3));
+    V b = hn::Add(hn::Add(b0, b1), hn::Add(b2, b3));
+    if (kBytePairs) b = hn::Mul(hn::Sub(b, a), hn::Set(df, 1.0f / 16));
     hn::StoreU(hn::Mul(hn::Add(a, vbias), vscale), df, out + j);
     hn::StoreU(hn::Mul(hn::Add(b, vbias), vscale), df, out + j + pair_offset);
   }
@@ -436,14 +446,13 @@ void ScoreKeyBlocks(KvFormat f, int d, int rope_dim, const float* HWY_RESTRICT q
         const float bias = FoldKeyScales(d, qr, block + KeyBlockScalesOffset(f, d),
                                          block + KeyBlockMinsOffset(f, d), qs);
         // One byte load gives token j (low nibble) and token j+16 (high).
-        ScoreBlock(df, d, kHalfG, N, kHalfG, qs, bias, scale,
-                   [&](int c, size_t j, V& x, V& y) HWY_ATTR {
-                     const auto mask = hn::Set(di, 0xF);
-                     const auto bytes = LoadBytesAsI32(df, block + c * kHalfG + j);
-                     x = hn::ConvertTo(df, hn::And(bytes, mask));
-                     y = hn::ConvertTo(df, hn::ShiftRight<4>(bytes));
-                   },
-                   out);
+        ScoreBlock<true>(df, d, kHalfG, N, kHalfG, qs, bias, scale,
+                         [&](int c, size_t j, V& x, V& y) HWY_ATTR {
+                           const auto bytes = LoadBytesAsI32(df, block + c * kHalfG + j);
+                           x = hn::ConvertTo(df, hn::And(bytes, hn::Set(di, 0xF)));
+                           y = hn::ConvertTo(df, bytes);
+                         },
+                         out);
         break;
       }
     }
@@ -452,54 +461,94 @@ void ScoreKeyBlocks(KvFormat f, int d, int rope_dim, const float* HWY_RESTRICT q
 
 // ---------------------------------------------------------------- values
 
-// out[c0..c0+N) += Σ_t w_t·row_t, where load(t, x) fills x with token t's N
-// f32 elements. Tokens four at a time into independent accumulators.
+// out[c0..c0+N) += Σ_t w_t·row_t, where load(p, x) fills x with the N f32
+// elements at p, and token t's elements start at row + t·stride bytes.
+// Tokens four at a time into independent accumulators; the row pointer
+// advances by 4·stride per step (fully unrolled per-token addresses spilled
+// registers on AVX2: +15 instructions/token for f16 in callgrind).
 template <class DF, class LoadFn>
-HWY_INLINE void AccumulateFloatChunk(DF df, const float* HWY_RESTRICT w, const LoadFn& load, float* HWY_RESTRICT out) {
+HWY_INLINE void AccumulateFloatChunk(DF df, const float* HWY_RESTRICT w, const uint8_t* HWY_RESTRICT row,
+                                     size_t stride, const LoadFn& load, float* HWY_RESTRICT out) {
   using V = hn::Vec<DF>;
   V a0 = hn::LoadU(df, out), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
   V x;
-  for (int t = 0; t < kG; t += 4) {
-    load(t + 0, x);
+  for (int t = 0; t < kG; t += 4, row += 4 * stride) {
+    load(row, x);
     a0 = hn::MulAdd(hn::Set(df, w[t + 0]), x, a0);
-    load(t + 1, x);
+    load(row + stride, x);
     a1 = hn::MulAdd(hn::Set(df, w[t + 1]), x, a1);
-    load(t + 2, x);
+    load(row + 2 * stride, x);
     a2 = hn::MulAdd(hn::Set(df, w[t + 2]), x, a2);
-    load(t + 3, x);
+    load(row + 3 * stride, x);
     a3 = hn::MulAdd(hn::Set(df, w[t + 3]), x, a3);
   }
   hn::StoreU(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), df, out);
 }
 
-// Quantized values, per block: ws[t·cg + j] = w_t·scale of (token t, channel
-// group j) and bias[j] = Σ_t w_t·min of (t, j), where cg = max(D/32, 1)
-// groups per token (for D < 32 one group spans 32/D tokens: its index is t·D/32).
-HWY_INLINE void FoldValueWeights(int d, const float* HWY_RESTRICT w, const uint8_t* HWY_RESTRICT block,
-                                 KvFormat f, float* HWY_RESTRICT ws, float* HWY_RESTRICT bias) {
-  HWY_ALIGN float sf[kMaxHeadDim];  // [G·D/32] group scales
-  HWY_ALIGN float mf[kMaxHeadDim];  // [G·D/32] group mins
-  const size_t groups = static_cast<size_t>(d);  // G·D/32 = D
-  F32FromF16Array(block + ValueBlockScalesOffset(f, d), groups, sf);
-  F32FromF16Array(block + ValueBlockMinsOffset(f, d), groups, mf);
-  if (d >= kValueGroup) {
-    const int cg = d / kValueGroup;
-    for (int j = 0; j < cg; ++j) bias[j] = 0.0f;
-    for (int t = 0; t < kG; ++t) {
-      for (int j = 0; j < cg; ++j) {
-        ws[t * cg + j] = w[t] * sf[t * cg + j];
-        bias[j] += w[t] * mf[t * cg + j];
-      }
+// Value-weight fold for quantized values, D ≥ 32 (cg = D/32 groups per
+// token, D groups per block, group i = t·cg + j belongs to token t = i/cg):
+//   ws[i] = w_{i/cg}·scale[i]   (stored: the main loop broadcasts it)
+//   wm[i] += w_{i/cg}·min[i]    (accumulated over the whole run; the bias
+//                                Σ_t w_t·min of each channel group is reduced
+//                                once per call, not per block)
+// Vectorised over groups: the weight of each lane comes from one unaligned
+// load of the block's weights and a TableLookupLanes with per-call indices
+// (lane i → token i/cg − base). The scalar fold this replaces was ~1/3 of
+// the value kernel (docs/kernels.md).
+template <class DF>
+class ValueFold {
+ public:
+  using V = hn::Vec<DF>;
+  ValueFold(DF df, int d) : n_(hn::Lanes(df)), d_(static_cast<size_t>(d)), cg_(static_cast<size_t>(d) / kValueGroup) {
+    for (size_t i0 = 0; i0 < d_; i0 += n_) {
+      base_[i0 / n_] = i0 / cg_;
+      for (size_t lane = 0; lane < n_; ++lane) idx_[i0 + lane] = static_cast<int32_t>((i0 + lane) / cg_ - i0 / cg_);
     }
-  } else {
-    float sum = 0.0f;
-    for (int t = 0; t < kG; ++t) {
-      const int g = t * d / kValueGroup;
-      ws[t] = w[t] * sf[g];
-      sum += w[t] * mf[g];
-    }
-    bias[0] = sum;
+    for (size_t i = 0; i < d_; ++i) wm_[i] = 0.0f;
   }
+
+  // w: the block's [G] weights; readable up to w[G + N) unless `last`.
+  HWY_INLINE void Fold(DF df, const float* HWY_RESTRICT w, bool last, const uint8_t* HWY_RESTRICT scales,
+                       const uint8_t* HWY_RESTRICT mins, float* HWY_RESTRICT ws) {
+    if (last) {  // the run's final block: the loads below may reach past w[G)
+      for (int t = 0; t < kG; ++t) wpad_[t] = w[t];
+      w = wpad_;
+    }
+    for (size_t i0 = 0; i0 < d_; i0 += n_) {
+      const V wv = hn::TableLookupLanes(hn::LoadU(df, w + base_[i0 / n_]), hn::SetTableIndices(df, idx_ + i0));
+      hn::Store(hn::Mul(wv, LoadF16(df, scales + 2 * i0)), df, ws + i0);
+      hn::Store(hn::MulAdd(wv, LoadF16(df, mins + 2 * i0), hn::Load(df, wm_ + i0)), df, wm_ + i0);
+    }
+  }
+
+  // bias[j] = Σ_t wm[t·cg + j] for j < cg.
+  void Bias(float* HWY_RESTRICT bias) const {
+    for (size_t j = 0; j < cg_; ++j) bias[j] = 0.0f;
+    for (size_t i = 0; i < d_; ++i) bias[i % cg_] += wm_[i];
+  }
+
+ private:
+  const size_t n_, d_, cg_;
+  size_t base_[kMaxHeadDim];            // [D/N] first token of each vector of groups
+  HWY_ALIGN int32_t idx_[kMaxHeadDim];  // [D] lane → token − base
+  HWY_ALIGN float wm_[kMaxHeadDim];     // [D] Σ over blocks of w·min per group slot
+  HWY_ALIGN float wpad_[kG + 16];       // [G + N] last block's weights, padded
+};
+
+// D < 32 (8, 16): one group spans 32/D tokens; ws[t] = w_t·scale[t·D/32] and
+// the returned Σ_t w_t·min[t·D/32] is the bias of every channel. Scalar: tiny
+// heads only.
+HWY_INLINE float FoldValueWeightsSmall(int d, const float* HWY_RESTRICT w, const uint8_t* HWY_RESTRICT block,
+                                       KvFormat f, float* HWY_RESTRICT ws) {
+  const uint8_t* scales = block + ValueBlockScalesOffset(f, d);
+  const uint8_t* mins = block + ValueBlockMinsOffset(f, d);
+  float sum = 0.0f;
+  for (int t = 0; t < kG; ++t) {
+    const int g = t * d / kValueGroup;
+    ws[t] = w[t] * LoadF16Scalar(scales, g);
+    sum += w[t] * LoadF16Scalar(mins, g);
+  }
+  return sum;
 }
 
 // Chunk lanes: DF has N ≤ 16 lanes with N dividing the chunked width.
@@ -510,81 +559,99 @@ void AccumulateBlocksT(DF df, KvFormat f, int d, const float* HWY_RESTRICT weigh
   const hn::Rebind<int32_t, DF> di;
   const size_t N = hn::Lanes(df);
   const size_t D = static_cast<size_t>(d);
-  const int cg = d >= kValueGroup ? d / kValueGroup : 1;
+  const bool small = d < kValueGroup;
+  const int cg = small ? 1 : d / kValueGroup;
   const size_t block_bytes = ValueBlockBytes(f, d);
-  HWY_ALIGN float ws[kMaxHeadDim];              // [G][cg] weight × group scale
-  HWY_ALIGN float bias[kMaxHeadDim / kValueGroup];  // [cg] Σ weight × group min
+  const bool quantized = IsQuantized(f);
+  const size_t scales_offset = quantized ? ValueBlockScalesOffset(f, d) : 0;
+  const size_t mins_offset = quantized ? ValueBlockMinsOffset(f, d) : 0;
+  HWY_ALIGN float ws[kMaxHeadDim];  // [G][cg] weight × group scale
+  float small_bias = 0.0f;          // D < 32: Σ over the run of w·min
+  ValueFold<DF> fold(df, small || !quantized ? kValueGroup : d);
   for (size_t b = 0; b < n_blocks; ++b) {
     const uint8_t* HWY_RESTRICT block = blocks[b];
     const float* HWY_RESTRICT w = weights + b * kG;
     PrefetchBlock(blocks, n_blocks, b, block_bytes);
+    if (quantized) {
+      if (small) {
+        small_bias += FoldValueWeightsSmall(d, w, block, f, ws);
+      } else {
+        fold.Fold(df, w, b + 1 == n_blocks, block + scales_offset, block + mins_offset, ws);
+      }
+    }
     switch (f) {
       case KvFormat::kF32: {
-        const float* v = reinterpret_cast<const float*>(block);  // [G][D]
+        // [G][D] f32 rows, read through byte pointers (stride 4·D)
         for (size_t c0 = 0; c0 < D; c0 += N) {
-          AccumulateFloatChunk(df, w, [&](int t, V& x) HWY_ATTR { x = hn::LoadU(df, v + t * D + c0); }, out + c0);
+          AccumulateFloatChunk(
+              df, w, block + 4 * c0, 4 * D,
+              [&](const uint8_t* p, V& x) HWY_ATTR { x = hn::LoadU(df, reinterpret_cast<const float*>(p)); },
+              out + c0);
         }
         break;
       }
       case KvFormat::kF16: {
         for (size_t c0 = 0; c0 < D; c0 += N) {
-          AccumulateFloatChunk(df, w, [&](int t, V& x) HWY_ATTR { x = LoadF16(df, block + 2 * (t * D + c0)); },
+          AccumulateFloatChunk(df, w, block + 2 * c0, 2 * D, [&](const uint8_t* p, V& x) HWY_ATTR { x = LoadF16(df, p); },
                                out + c0);
         }
         break;
       }
       case KvFormat::kInt8: {
-        FoldValueWeights(d, w, block, f, ws, bias);
         for (size_t c0 = 0; c0 < D; c0 += N) {
-          const int j = d >= kValueGroup ? static_cast<int>(c0) / kValueGroup : 0;
-          V a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+          const float* HWY_RESTRICT wj = ws + (small ? 0 : c0 / kValueGroup);
+          V a0 = hn::LoadU(df, out + c0), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
           for (int t = 0; t < kG; t += 4) {
             const uint8_t* p = block + t * D + c0;
-            a0 = hn::MulAdd(hn::Set(df, ws[(t + 0) * cg + j]), hn::ConvertTo(df, LoadBytesAsI32(df, p)), a0);
-            a1 = hn::MulAdd(hn::Set(df, ws[(t + 1) * cg + j]), hn::ConvertTo(df, LoadBytesAsI32(df, p + D)), a1);
-            a2 = hn::MulAdd(hn::Set(df, ws[(t + 2) * cg + j]), hn::ConvertTo(df, LoadBytesAsI32(df, p + 2 * D)), a2);
-            a3 = hn::MulAdd(hn::Set(df, ws[(t + 3) * cg + j]), hn::ConvertTo(df, LoadBytesAsI32(df, p + 3 * D)), a3);
+            a0 = hn::MulAdd(hn::Set(df, wj[(t + 0) * cg]), hn::ConvertTo(df, LoadBytesAsI32(df, p)), a0);
+            a1 = hn::MulAdd(hn::Set(df, wj[(t + 1) * cg]), hn::ConvertTo(df, LoadBytesAsI32(df, p + D)), a1);
+            a2 = hn::MulAdd(hn::Set(df, wj[(t + 2) * cg]), hn::ConvertTo(df, LoadBytesAsI32(df, p + 2 * D)), a2);
+            a3 = hn::MulAdd(hn::Set(df, wj[(t + 3) * cg]), hn::ConvertTo(df, LoadBytesAsI32(df, p + 3 * D)), a3);
           }
-          const V sum = hn::Add(hn::Add(a0, a1), hn::Add(a2, a3));
-          hn::StoreU(hn::Add(hn::LoadU(df, out + c0), hn::Add(sum, hn::Set(df, bias[j]))), df, out + c0);
+          hn::StoreU(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), df, out + c0);
         }
         break;
       }
       case KvFormat::kInt4: {
-        FoldValueWeights(d, w, block, f, ws, bias);
         const size_t half = D / 2;
         const auto mask = hn::Set(di, 0xF);
         // Byte j of a token holds channel j (low) and j + D/2 (high).
         for (size_t c0 = 0; c0 < half; c0 += N) {
-          const int jl = d >= kValueGroup ? static_cast<int>(c0) / kValueGroup : 0;
-          const int jh = d >= kValueGroup ? static_cast<int>(c0 + half) / kValueGroup : 0;
-          V a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
-          V h0 = hn::Zero(df), h1 = hn::Zero(df), h2 = hn::Zero(df), h3 = hn::Zero(df);
+          const float* HWY_RESTRICT wl = ws + (small ? 0 : c0 / kValueGroup);
+          const float* HWY_RESTRICT wh = ws + (small ? 0 : (c0 + half) / kValueGroup);
+          V a0 = hn::LoadU(df, out + c0), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+          V h0 = hn::LoadU(df, out + half + c0), h1 = hn::Zero(df), h2 = hn::Zero(df), h3 = hn::Zero(df);
           for (int t = 0; t < kG; t += 4) {
             const uint8_t* p = block + t * half + c0;
             const auto x0 = LoadBytesAsI32(df, p);
             const auto x1 = LoadBytesAsI32(df, p + half);
             const auto x2 = LoadBytesAsI32(df, p + 2 * half);
             const auto x3 = LoadBytesAsI32(df, p + 3 * half);
-            a0 = hn::MulAdd(hn::Set(df, ws[(t + 0) * cg + jl]), hn::ConvertTo(df, hn::And(x0, mask)), a0);
-            h0 = hn::MulAdd(hn::Set(df, ws[(t + 0) * cg + jh]), hn::ConvertTo(df, hn::ShiftRight<4>(x0)), h0);
-            a1 = hn::MulAdd(hn::Set(df, ws[(t + 1) * cg + jl]), hn::ConvertTo(df, hn::And(x1, mask)), a1);
-            h1 = hn::MulAdd(hn::Set(df, ws[(t + 1) * cg + jh]), hn::ConvertTo(df, hn::ShiftRight<4>(x1)), h1);
-            a2 = hn::MulAdd(hn::Set(df, ws[(t + 2) * cg + jl]), hn::ConvertTo(df, hn::And(x2, mask)), a2);
-            h2 = hn::MulAdd(hn::Set(df, ws[(t + 2) * cg + jh]), hn::ConvertTo(df, hn::ShiftRight<4>(x2)), h2);
-            a3 = hn::MulAdd(hn::Set(df, ws[(t + 3) * cg + jl]), hn::ConvertTo(df, hn::And(x3, mask)), a3);
-            h3 = hn::MulAdd(hn::Set(df, ws[(t + 3) * cg + jh]), hn::ConvertTo(df, hn::ShiftRight<4>(x3)), h3);
+            a0 = hn::MulAdd(hn::Set(df, wl[(t + 0) * cg]), hn::ConvertTo(df, hn::And(x0, mask)), a0);
+            h0 = hn::MulAdd(hn::Set(df, wh[(t + 0) * cg]), hn::ConvertTo(df, hn::ShiftRight<4>(x0)), h0);
+            a1 = hn::MulAdd(hn::Set(df, wl[(t + 1) * cg]), hn::ConvertTo(df, hn::And(x1, mask)), a1);
+            h1 = hn::MulAdd(hn::Set(df, wh[(t + 1) * cg]), hn::ConvertTo(df, hn::ShiftRight<4>(x1)), h1);
+            a2 = hn::MulAdd(hn::Set(df, wl[(t + 2) * cg]), hn::ConvertTo(df, hn::And(x2, mask)), a2);
+            h2 = hn::MulAdd(hn::Set(df, wh[(t + 2) * cg]), hn::ConvertTo(df, hn::ShiftRight<4>(x2)), h2);
+            a3 = hn::MulAdd(hn::Set(df, wl[(t + 3) * cg]), hn::ConvertTo(df, hn::And(x3, mask)), a3);
+            h3 = hn::MulAdd(hn::Set(df, wh[(t + 3) * cg]), hn::ConvertTo(df, hn::ShiftRight<4>(x3)), h3);
           }
-          const V lo = hn::Add(hn::Add(a0, a1), hn::Add(a2, a3));
-          const V hi = hn::Add(hn::Add(h0, h1), hn::Add(h2, h3));
-          hn::StoreU(hn::Add(hn::LoadU(df, out + c0), hn::Add(lo, hn::Set(df, bias[jl]))), df, out + c0);
-          hn::StoreU(hn::Add(hn::LoadU(df, out + half + c0), hn::Add(hi, hn::Set(df, bias[jh]))), df,
-                     out + half + c0);
+          hn::StoreU(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), df, out + c0);
+          hn::StoreU(hn::Add(hn::Add(h0, h1), hn::Add(h2, h3)), df, out + half + c0);
         }
         break;
       }
     }
   }
+  if (!quantized) return;
+  // The mins' share, once per call: out[c] += Σ_b Σ_t w·min of c's group.
+  if (small) {
+    for (size_t c = 0; c < D; ++c) out[c] += small_bias;
+    return;
+  }
+  float bias[kMaxHeadDim / kValueGroup];  // [cg]
+  fold.Bias(bias);
+  for (size_t c = 0; c < D; ++c) out[c] += bias[c / kValueGroup];
 }
 
 void AccumulateValueBlocks(KvFormat f, int d, const float* HWY_RESTRICT weights,
