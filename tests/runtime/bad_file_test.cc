@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -401,8 +402,17 @@ void PrintTo(const BadCase& c, std::ostream* os) { *os << c.name; }
 
 class BadFileTest : public ::testing::TestWithParam<BadCase> {};
 
+// With KVEDGE_ROBUSTNESS_OUT set, each case appends "name<TAB>message" to that
+// file; scripts/robustness-report.sh turns it into docs/robustness.md.
+void RecordForReport(const std::string& name, const Status& s) {
+  const char* out = std::getenv("KVEDGE_ROBUSTNESS_OUT");
+  if (out == nullptr || out[0] == '\0') return;
+  std::ofstream(out, std::ios::app) << name << '\t' << s.ToString() << '\n';
+}
+
 TEST_P(BadFileTest, FailsWithLocatedMessage) {
   const Status s = RunCase(GetParam());
+  RecordForReport(GetParam().name, s);
   ASSERT_FALSE(s.ok()) << GetParam().name << " was accepted";
   EXPECT_NE(s.message().find(GetParam().expected), std::string::npos)
       << "message: " << s.message() << "\nexpected to contain: " << GetParam().expected;
