@@ -276,11 +276,10 @@ template <class Block>
 HWY_INLINE void BlockScales(const Block* w, size_t nb, uint16_t* bits, float* dw) {
   const hn::CappedTag<float, 16> df;
   const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<uint16_t, decltype(df)> du16;
   const size_t n = hn::Lanes(df);
-  for (size_t b = 0; b < nb; ++b) bits[b] = w[b].d;
-  for (size_t b = 0; b < nb; b += n) {
-    const auto h = hn::PromoteTo(du, hn::LoadU(du16, bits + b));
+  const auto to_float = [&](hn::Vec<decltype(du)> h, float* out) {
     const auto wv = hn::ShiftLeft<16>(h);
     const auto sign = hn::And(wv, hn::Set(du, 0x80000000u));
     const auto two_w = hn::Add(wv, wv);
@@ -290,8 +289,19 @@ HWY_INLINE void BlockScales(const Block* w, size_t nb, uint16_t* bits, float* dw
         hn::Sub(hn::BitCast(df, hn::Or(hn::ShiftRight<17>(two_w), hn::Set(du, 126u << 23))), hn::Set(df, 0.5f));
     const auto is_denormal = hn::Eq(hn::ShiftRight<27>(two_w), hn::Zero(du));
     const auto magnitude = hn::IfThenElse(is_denormal, hn::BitCast(du, denormalized), hn::BitCast(du, normalized));
-    hn::StoreU(hn::BitCast(df, hn::Or(sign, magnitude)), df, dw + b);
+    hn::StoreU(hn::BitCast(df, hn::Or(sign, magnitude)), df, out);
+  };
+  // Whole groups of n blocks: one gather of 32 bits at each block start (d
+  // and the first code bytes, inside the block), keep the low 16.
+  const auto offsets = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(sizeof(Block))));
+  size_t b = 0;
+  for (; b + n <= nb; b += n) {
+    const auto words = hn::GatherOffset(di, reinterpret_cast<const int32_t*>(&w[b].d), offsets);
+    to_float(hn::And(hn::BitCast(du, words), hn::Set(du, 0xFFFFu)), dw + b);
   }
+  if (b == nb) return;
+  for (size_t t = b; t < nb; ++t) bits[t - b] = w[t].d;
+  to_float(hn::PromoteTo(du, hn::LoadU(du16, bits)), dw + b);
 }
 
 // s[b] = dw[b]·dx[b] (one f32 rounding, the same in every tile shape).
