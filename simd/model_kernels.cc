@@ -201,40 +201,50 @@ void FloatMatMulRows(const MatrixView& m, const float* x, size_t n, float* y, si
 
 // ------------------------------ quantized weights, int8 activations
 
-// 16 int16 lanes at most: a Q4_0 block holds 16 bytes, so one load fills a
-// vector on AVX2/AVX3/SVE-256 and NEON/SSE take two steps. Lanes(D16) is a
-// power of two ≤ 16, so it divides the 16-element half-blocks.
-using D16 = hn::CappedTag<int16_t, 16>;
+// One Q8_0/Q4_0 block (32 weights) as int16 lanes: a whole block per vector on
+// AVX3 (32 lanes), half a block on AVX2/SVE-256, 4 steps on NEON/SSE4, 32 on
+// the 1-lane SCALAR target. Lanes(D16) is a power of two ≤ 32, so it divides
+// the block (exactly 32 on AVX3, where Q4_0 decodes a whole block at once).
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr size_t kMaxI16Lanes = 32;
+#else
+constexpr size_t kMaxI16Lanes = 16;
+#endif
+using D16 = hn::CappedTag<int16_t, kMaxI16Lanes>;
 using D32 = hn::Repartition<int32_t, D16>;
 using DF32 = hn::Repartition<float, D16>;
 using V16 = hn::Vec<D16>;
 using V32 = hn::Vec<D32>;
 using VF32 = hn::Vec<DF32>;
 
-// Weights [k, k+N) and [16+k, 16+k+N) of a block as int16 in [−128, 127].
-HWY_INLINE void DecodeChunk(D16 d16, const BlockQ8_0& blk, size_t k, V16& lo, V16& hi) {
+// Weights [p, p + Lanes(d16)) of a block as int16 in [−128, 127].
+HWY_INLINE V16 DecodeStep(D16 d16, const BlockQ8_0& blk, size_t p) {
   const hn::Rebind<int8_t, D16> d8;
-  lo = hn::PromoteTo(d16, hn::LoadU(d8, blk.qs + k));
-  hi = hn::PromoteTo(d16, hn::LoadU(d8, blk.qs + kQuantBlock / 2 + k));
+  return hn::PromoteTo(d16, hn::LoadU(d8, blk.qs + p));
 }
-HWY_INLINE void DecodeChunk(D16 d16, const BlockQ4_0& blk, size_t k, V16& lo, V16& hi) {
-  const hn::Rebind<uint8_t, D16> du8;
-  const V16 bytes = hn::PromoteTo(d16, hn::LoadU(du8, blk.qs + k));
+HWY_INLINE V16 DecodeStep(D16 d16, const BlockQ4_0& blk, size_t p) {
   const V16 eight = hn::Set(d16, 8);
-  lo = hn::Sub(hn::And(bytes, hn::Set(d16, 15)), eight);
-  hi = hn::Sub(hn::ShiftRight<4>(bytes), eight);
-}
-
-// s0/s1 += widened products; exact (|w·x| ≤ 128·127, 32 terms per block).
-HWY_INLINE void MulAccChunk(D32 d32, V16 lo, V16 hi, V16 xl, V16 xh, V32& s0, V32& s1) {
-  s0 = hn::ReorderWidenMulAccumulate(d32, lo, xl, s0, s1);
-  s0 = hn::ReorderWidenMulAccumulate(d32, hi, xh, s0, s1);
-}
-
-// acc += f32(Σ block) · (dw·dx): the only rounding per block.
-HWY_INLINE VF32 AccumulateBlock(V32 s0, V32 s1, float scale, VF32 acc) {
-  const DF32 df;
-  return hn::MulAdd(hn::ConvertTo(df, hn::RearrangeToOddPlusEven(s0, s1)), hn::Set(df, scale), acc);
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  {
+    // 16 bytes → 16 u16, low nibbles (weights 0…15) in the lower half and
+    // high nibbles (16…31) in the upper half: one load, 3 ops, then − 8.
+    (void)p;
+    const hn::Half<D16> dh;
+    const hn::Rebind<uint8_t, decltype(dh)> du8;
+    const auto bytes = hn::PromoteTo(dh, hn::LoadU(du8, blk.qs));
+    const auto lo = hn::And(bytes, hn::Set(dh, 15));
+    const auto hi = hn::ShiftRight<4>(bytes);
+    return hn::Sub(hn::Combine(d16, hi, lo), eight);
+  }
+#else
+  {
+    // Lanes ≤ 16: the step lies inside one nibble half.
+    const hn::Rebind<uint8_t, D16> du8;
+    const V16 bytes = hn::PromoteTo(d16, hn::LoadU(du8, blk.qs + (p & 15)));
+    const V16 codes = p < 16 ? hn::And(bytes, hn::Set(d16, 15)) : hn::ShiftRight<4>(bytes);
+    return hn::Sub(codes, eight);
+  }
+#endif
 }
 
 // Quantizes x: [nb·32] f32 to q: [nb·32] int8 codes held in int16 and
@@ -259,112 +269,180 @@ HWY_INLINE void QuantizeActivations(const float* x, size_t nb, int16_t* q, float
   }
 }
 
-// Σ over blocks [0, nb) of one row with one quantized vector.
-// w: [nb] blocks; xq: [nb·32] codes; dx: [nb] scales.
+// dw: [nb] f32 = the f16 block scales of one row, converted 8–16 at a time
+// with the exact bit trick of HalfToFloat on int32 lanes (replaces ~12 scalar
+// ops per block and row). bits: [nb rounded up to 16] scratch.
 template <class Block>
-HWY_INLINE float QuantDot(const Block* w, const int16_t* xq, const float* dx, size_t nb) {
+HWY_INLINE void BlockScales(const Block* w, size_t nb, uint16_t* bits, float* dw) {
+  const hn::CappedTag<float, 16> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<uint16_t, decltype(df)> du16;
+  const size_t n = hn::Lanes(df);
+  const auto to_float = [&](hn::Vec<decltype(du)> h, float* out) {
+    const auto wv = hn::ShiftLeft<16>(h);
+    const auto sign = hn::And(wv, hn::Set(du, 0x80000000u));
+    const auto two_w = hn::Add(wv, wv);
+    const auto normalized = hn::Mul(hn::BitCast(df, hn::Add(hn::ShiftRight<4>(two_w), hn::Set(du, 0xE0u << 23))),
+                                    hn::Set(df, 0x1.0p-112f));
+    const auto denormalized =
+        hn::Sub(hn::BitCast(df, hn::Or(hn::ShiftRight<17>(two_w), hn::Set(du, 126u << 23))), hn::Set(df, 0.5f));
+    const auto is_denormal = hn::Eq(hn::ShiftRight<27>(two_w), hn::Zero(du));
+    const auto magnitude = hn::IfThenElse(is_denormal, hn::BitCast(du, denormalized), hn::BitCast(du, normalized));
+    hn::StoreU(hn::BitCast(df, hn::Or(sign, magnitude)), df, out);
+  };
+  // Whole groups of n blocks: one gather of 32 bits at each block start (d
+  // and the first code bytes, inside the block), keep the low 16.
+  const auto offsets = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(sizeof(Block))));
+  size_t b = 0;
+  for (; b + n <= nb; b += n) {
+    const auto words = hn::GatherOffset(di, reinterpret_cast<const int32_t*>(&w[b].d), offsets);
+    to_float(hn::And(hn::BitCast(du, words), hn::Set(du, 0xFFFFu)), dw + b);
+  }
+  if (b == nb) return;
+  for (size_t t = b; t < nb; ++t) bits[t - b] = w[t].d;
+  to_float(hn::PromoteTo(du, hn::LoadU(du16, bits)), dw + b);
+}
+
+// s[b] = dw[b]·dx[b] (one f32 rounding, the same in every tile shape).
+HWY_INLINE void MulScales(const float* dw, const float* dx, size_t nb, float* s) {
+  const hn::CappedTag<float, 16> df;
+  const size_t n = hn::Lanes(df);
+  for (size_t b = 0; b < nb; b += n) hn::StoreU(hn::Mul(hn::LoadU(df, dw + b), hn::LoadU(df, dx + b)), df, s + b);
+}
+
+// A register tile of R weight rows × V quantized input vectors over blocks
+// [0, nb): each decoded weight step is used V times and each activation step
+// R times. Per (row, vector) pair and block: int16×int16→int32 multiply-adds
+// (exact), one convert, one FMA with the block scale. The sequence per pair is
+// the same for every R, V, so all tile shapes agree bit for bit.
+//   w[r]: [nb] blocks of row r; xq[v]: [nb·32] codes; s: [R·V][kChunkBlocks]
+//   scales dw·dx; out: [R][V]. prefetch_ahead (blocks, 0 = off): each row
+//   stream prefetches the same block that many blocks on (the next row group).
+#if HWY_HAVE_SCALABLE
+// SVE vectors are sizeless and cannot form arrays: one (row, vector) pair at a
+// time, with the same op sequence as the register tile below.
+template <class Block>
+HWY_INLINE float QuantPair(const Block* w, const int16_t* xq, const float* s, size_t nb, size_t prefetch_ahead) {
   const D16 d16;
   const D32 d32;
   const DF32 df;
   const size_t n = hn::Lanes(d16);
   VF32 acc = hn::Zero(df);
   for (size_t b = 0; b < nb; ++b) {
-    const int16_t* xb = xq + b * kQuantBlock;
+    if (prefetch_ahead != 0) hwy::Prefetch(w + b + prefetch_ahead);
     V32 s0 = hn::Zero(d32), s1 = hn::Zero(d32);
-    for (size_t k = 0; k < kQuantBlock / 2; k += n) {
-      const V16 xl = hn::LoadU(d16, xb + k);
-      const V16 xh = hn::LoadU(d16, xb + kQuantBlock / 2 + k);
-      V16 lo, hi;
-      DecodeChunk(d16, w[b], k, lo, hi);
-      MulAccChunk(d32, lo, hi, xl, xh, s0, s1);
+    for (size_t p = 0; p < static_cast<size_t>(kQuantBlock); p += n) {
+      s0 = hn::ReorderWidenMulAccumulate(d32, DecodeStep(d16, w[b], p), hn::LoadU(d16, xq + b * kQuantBlock + p),
+                                         s0, s1);
     }
-    acc = AccumulateBlock(s0, s1, HalfToFloat(w[b].d) * dx[b], acc);
+    acc = hn::MulAdd(hn::ConvertTo(df, hn::RearrangeToOddPlusEven(s0, s1)), hn::Set(df, s[b]), acc);
   }
   return hn::GetLane(hn::SumOfLanes(df, acc));
 }
 
-// Four rows, one quantized vector: activation codes loaded once per step.
-// prefetch_ahead (blocks, 0 = off): each row stream prefetches that far ahead.
-// The int decode costs ~10x more instructions per cache line than an f32 FMA,
-// so the out-of-order window alone keeps too few DRAM lines in flight;
-// prefetching the same block 4 rows later (the next row group) fixes that.
-template <class Block>
-HWY_INLINE void QuantDotRows4(const Block* w0, const Block* w1, const Block* w2, const Block* w3,
-                              const int16_t* xq, const float* dx, size_t nb, size_t prefetch_ahead, float* out) {
+template <class Block, size_t R, size_t V>
+HWY_NOINLINE void QuantTile(const Block* const* w, const int16_t* const* xq, const float* s, size_t nb,
+                            size_t prefetch_ahead, float* out) {
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t v = 0; v < V; ++v) {
+      out[r * V + v] = QuantPair(w[r], xq[v], s + (r * V + v) * kChunkBlocks, nb, prefetch_ahead);
+    }
+  }
+}
+#else
+template <class Block, size_t R, size_t V>
+HWY_NOINLINE void QuantTile(const Block* const* w, const int16_t* const* xq, const float* s, size_t nb,
+                            size_t prefetch_ahead, float* out) {
   const D16 d16;
   const D32 d32;
   const DF32 df;
   const size_t n = hn::Lanes(d16);
-  VF32 a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+  VF32 acc[R][V];
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t v = 0; v < V; ++v) acc[r][v] = hn::Zero(df);
+  }
   for (size_t b = 0; b < nb; ++b) {
     if (prefetch_ahead != 0) {
-      hwy::Prefetch(w0 + b + prefetch_ahead);
-      hwy::Prefetch(w1 + b + prefetch_ahead);
-      hwy::Prefetch(w2 + b + prefetch_ahead);
-      hwy::Prefetch(w3 + b + prefetch_ahead);
+      for (size_t r = 0; r < R; ++r) hwy::Prefetch(w[r] + b + prefetch_ahead);
     }
-    const int16_t* xb = xq + b * kQuantBlock;
-    V32 s00 = hn::Zero(d32), s01 = hn::Zero(d32), s10 = hn::Zero(d32), s11 = hn::Zero(d32);
-    V32 s20 = hn::Zero(d32), s21 = hn::Zero(d32), s30 = hn::Zero(d32), s31 = hn::Zero(d32);
-    for (size_t k = 0; k < kQuantBlock / 2; k += n) {
-      const V16 xl = hn::LoadU(d16, xb + k);
-      const V16 xh = hn::LoadU(d16, xb + kQuantBlock / 2 + k);
-      V16 lo, hi;
-      DecodeChunk(d16, w0[b], k, lo, hi);
-      MulAccChunk(d32, lo, hi, xl, xh, s00, s01);
-      DecodeChunk(d16, w1[b], k, lo, hi);
-      MulAccChunk(d32, lo, hi, xl, xh, s10, s11);
-      DecodeChunk(d16, w2[b], k, lo, hi);
-      MulAccChunk(d32, lo, hi, xl, xh, s20, s21);
-      DecodeChunk(d16, w3[b], k, lo, hi);
-      MulAccChunk(d32, lo, hi, xl, xh, s30, s31);
+    V32 s0[R][V], s1[R][V];
+    for (size_t r = 0; r < R; ++r) {
+      for (size_t v = 0; v < V; ++v) s0[r][v] = s1[r][v] = hn::Zero(d32);
     }
-    a0 = AccumulateBlock(s00, s01, HalfToFloat(w0[b].d) * dx[b], a0);
-    a1 = AccumulateBlock(s10, s11, HalfToFloat(w1[b].d) * dx[b], a1);
-    a2 = AccumulateBlock(s20, s21, HalfToFloat(w2[b].d) * dx[b], a2);
-    a3 = AccumulateBlock(s30, s31, HalfToFloat(w3[b].d) * dx[b], a3);
+    for (size_t p = 0; p < static_cast<size_t>(kQuantBlock); p += n) {
+      V16 xv[V];
+      for (size_t v = 0; v < V; ++v) xv[v] = hn::LoadU(d16, xq[v] + b * kQuantBlock + p);
+      for (size_t r = 0; r < R; ++r) {
+        const V16 wv = DecodeStep(d16, w[r][b], p);
+        for (size_t v = 0; v < V; ++v) s0[r][v] = hn::ReorderWidenMulAccumulate(d32, wv, xv[v], s0[r][v], s1[r][v]);
+      }
+    }
+    for (size_t r = 0; r < R; ++r) {
+      for (size_t v = 0; v < V; ++v) {
+        const VF32 sum = hn::ConvertTo(df, hn::RearrangeToOddPlusEven(s0[r][v], s1[r][v]));
+        acc[r][v] = hn::MulAdd(sum, hn::Set(df, s[(r * V + v) * kChunkBlocks + b]), acc[r][v]);
+      }
+    }
   }
-  out[0] = hn::GetLane(hn::SumOfLanes(df, a0));
-  out[1] = hn::GetLane(hn::SumOfLanes(df, a1));
-  out[2] = hn::GetLane(hn::SumOfLanes(df, a2));
-  out[3] = hn::GetLane(hn::SumOfLanes(df, a3));
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t v = 0; v < V; ++v) out[r * V + v] = hn::GetLane(hn::SumOfLanes(df, acc[r][v]));
+  }
 }
+#endif  // HWY_HAVE_SCALABLE
 
-// One row, four quantized vectors: each weight chunk is decoded once and
-// multiplied four times (prefill). xq: [4][kChunkCols]; dx: [4][kChunkBlocks].
+// Tile shapes: MatVec runs 4×1 (and 1×1 for tail rows); MatMul 4×4, 4×1,
+// 1×4, 1×1.
+constexpr size_t kTileRows = 4;
+constexpr size_t kTileVecs = 4;
+
+// Rows [row_begin, row_end) × nv quantized vectors of one column chunk
+// (blocks [cb, cb + nb) of each row). xq: [nv][kChunkCols] codes,
+// dx: [nv][kChunkBlocks] scales. Writes (cb == 0) or adds into
+// y[(v_out + v)·y_stride + r].
 template <class Block>
-HWY_INLINE void QuantDotVecs4(const Block* w, const int16_t* xq, const float* dx, size_t nb, float* out) {
-  const D16 d16;
-  const D32 d32;
-  const DF32 df;
-  const size_t n = hn::Lanes(d16);
-  const int16_t* xq1 = xq + kChunkCols;
-  const int16_t* xq2 = xq + 2 * kChunkCols;
-  const int16_t* xq3 = xq + 3 * kChunkCols;
-  VF32 a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
-  for (size_t b = 0; b < nb; ++b) {
-    const size_t o = b * kQuantBlock;
-    V32 s00 = hn::Zero(d32), s01 = hn::Zero(d32), s10 = hn::Zero(d32), s11 = hn::Zero(d32);
-    V32 s20 = hn::Zero(d32), s21 = hn::Zero(d32), s30 = hn::Zero(d32), s31 = hn::Zero(d32);
-    for (size_t k = 0; k < kQuantBlock / 2; k += n) {
-      V16 lo, hi;
-      DecodeChunk(d16, w[b], k, lo, hi);
-      const size_t l = o + k, h = o + kQuantBlock / 2 + k;
-      MulAccChunk(d32, lo, hi, hn::LoadU(d16, xq + l), hn::LoadU(d16, xq + h), s00, s01);
-      MulAccChunk(d32, lo, hi, hn::LoadU(d16, xq1 + l), hn::LoadU(d16, xq1 + h), s10, s11);
-      MulAccChunk(d32, lo, hi, hn::LoadU(d16, xq2 + l), hn::LoadU(d16, xq2 + h), s20, s21);
-      MulAccChunk(d32, lo, hi, hn::LoadU(d16, xq3 + l), hn::LoadU(d16, xq3 + h), s30, s31);
+void QuantChunkRows(const Block* w, size_t nb_row, size_t cb, size_t nb, const int16_t* xq, const float* dx,
+                    size_t nv, float* y, size_t y_stride, size_t row_begin, size_t row_end) {
+  HWY_ALIGN uint16_t bits[kChunkBlocks];
+  HWY_ALIGN float dw[kTileRows][kChunkBlocks];
+  HWY_ALIGN float s[kTileRows * kTileVecs * kChunkBlocks];  // [row][vec][block] dw·dx
+  auto store = [&](size_t r, size_t v, float value) {
+    float& dst = y[v * y_stride + r];
+    dst = cb == 0 ? value : dst + value;
+  };
+  for (size_t r = row_begin; r < row_end;) {
+    const size_t nr = row_end - r >= kTileRows ? kTileRows : 1;
+    const Block* wr[kTileRows];
+    for (size_t i = 0; i < nr; ++i) {
+      wr[i] = w + (r + i) * nb_row + cb;
+      BlockScales(wr[i], nb, bits, dw[i]);
     }
-    const float dw = HalfToFloat(w[b].d);
-    a0 = AccumulateBlock(s00, s01, dw * dx[b], a0);
-    a1 = AccumulateBlock(s10, s11, dw * dx[b + kChunkBlocks], a1);
-    a2 = AccumulateBlock(s20, s21, dw * dx[b + 2 * kChunkBlocks], a2);
-    a3 = AccumulateBlock(s30, s31, dw * dx[b + 3 * kChunkBlocks], a3);
+    // The next row group if it is inside this call's rows.
+    const size_t prefetch_ahead = nr == kTileRows && r + 2 * kTileRows <= row_end ? kTileRows * nb_row : 0;
+    for (size_t v = 0; v < nv;) {
+      const size_t tv = nv - v >= kTileVecs ? kTileVecs : 1;
+      const int16_t* xv[kTileVecs];
+      for (size_t j = 0; j < tv; ++j) xv[j] = xq + (v + j) * kChunkCols;
+      for (size_t i = 0; i < nr; ++i) {
+        for (size_t j = 0; j < tv; ++j) MulScales(dw[i], dx + (v + j) * kChunkBlocks, nb, s + (i * tv + j) * kChunkBlocks);
+      }
+      float out[kTileRows * kTileVecs];
+      if (nr == kTileRows && tv == kTileVecs) {
+        QuantTile<Block, kTileRows, kTileVecs>(wr, xv, s, nb, 0, out);
+      } else if (nr == kTileRows) {
+        QuantTile<Block, kTileRows, 1>(wr, xv, s, nb, nv == 1 ? prefetch_ahead : 0, out);
+      } else if (tv == kTileVecs) {
+        QuantTile<Block, 1, kTileVecs>(wr, xv, s, nb, 0, out);
+      } else {
+        QuantTile<Block, 1, 1>(wr, xv, s, nb, 0, out);
+      }
+      for (size_t i = 0; i < nr; ++i) {
+        for (size_t j = 0; j < tv; ++j) store(r + i, v + j, out[i * tv + j]);
+      }
+      v += tv;
+    }
+    r += nr;
   }
-  out[0] = hn::GetLane(hn::SumOfLanes(df, a0));
-  out[1] = hn::GetLane(hn::SumOfLanes(df, a1));
-  out[2] = hn::GetLane(hn::SumOfLanes(df, a2));
-  out[3] = hn::GetLane(hn::SumOfLanes(df, a3));
 }
 
 // y[r] for rows [row_begin, row_end). Column chunks beyond the first add into
@@ -378,27 +456,17 @@ void QuantMatVecRows(const MatrixView& m, const float* x, float* y, size_t row_b
   for (size_t cb = 0; cb < nb_row; cb += kChunkBlocks) {
     const size_t nb = std::min(kChunkBlocks, nb_row - cb);
     QuantizeActivations(x + cb * kQuantBlock, nb, xq, dx);
-    size_t r = row_begin;
-    for (; r + 4 <= row_end; r += 4) {
-      const Block* w0 = w + r * nb_row + cb;
-      float out[4];
-      // The next group (4 rows on) if it is inside this call's rows.
-      const size_t prefetch_ahead = r + 8 <= row_end ? 4 * nb_row : 0;
-      QuantDotRows4(w0, w0 + nb_row, w0 + 2 * nb_row, w0 + 3 * nb_row, xq, dx, nb, prefetch_ahead, out);
-      for (size_t i = 0; i < 4; ++i) y[r + i] = cb == 0 ? out[i] : y[r + i] + out[i];
-    }
-    for (; r < row_end; ++r) {
-      const float out = QuantDot(w + r * nb_row + cb, xq, dx, nb);
-      y[r] = cb == 0 ? out : y[r] + out;
-    }
+    QuantChunkRows(w, nb_row, cb, nb, xq, dx, 1, y, 0, row_begin, row_end);
   }
 }
 
 // Y[n][rows] for rows [row_begin, row_end): tiles of kMatMulTile input
 // vectors are quantized on the stack, then each weight row streams once per
-// tile, decoded once per group of four vectors.
+// tile, decoded once per group of kTileVecs vectors and multiplied in
+// kTileRows × kTileVecs register tiles.
 template <class Block>
 void QuantMatMulRows(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
+  if (n == 1) return QuantMatVecRows<Block>(m, x, y, row_begin, row_end);
   const size_t nb_row = m.cols / kQuantBlock;
   const size_t rows = m.rows;
   const Block* w = static_cast<const Block*>(m.data);  // [rows][cols/32] blocks
@@ -412,23 +480,7 @@ void QuantMatMulRows(const MatrixView& m, const float* x, size_t n, float* y, si
         QuantizeActivations(x + (v0 + v) * m.cols + cb * kQuantBlock, nb, xq + v * kChunkCols,
                             dx + v * kChunkBlocks);
       }
-      for (size_t r = row_begin; r < row_end; ++r) {
-        const Block* wr = w + r * nb_row + cb;
-        size_t v = 0;
-        for (; v + 4 <= nv; v += 4) {
-          float out[4];
-          QuantDotVecs4(wr, xq + v * kChunkCols, dx + v * kChunkBlocks, nb, out);
-          for (size_t i = 0; i < 4; ++i) {
-            float& dst = y[(v0 + v + i) * rows + r];
-            dst = cb == 0 ? out[i] : dst + out[i];
-          }
-        }
-        for (; v < nv; ++v) {
-          const float out = QuantDot(wr, xq + v * kChunkCols, dx + v * kChunkBlocks, nb);
-          float& dst = y[(v0 + v) * rows + r];
-          dst = cb == 0 ? out : dst + out;
-        }
-      }
+      QuantChunkRows(w, nb_row, cb, nb, xq, dx, nv, y + v0 * rows, rows, row_begin, row_end);
     }
   }
 }

@@ -143,6 +143,56 @@ void TestKnownBlocks() {
   }
 }
 
+// Every finite f16 block scale (stride 3 through the bit patterns, both signs,
+// normals and subnormals) is converted exactly, at every block position of a
+// 64-block row (whole vector groups of scales and the scalar tail), for Q8_0
+// and Q4_0, in MatVec and MatMul. Row r has one nonzero code, at column 0 of
+// block r mod 64 (Q4_0: code 9 → weight 1), and x = 127 at column 0 of every
+// block, so y[r] = 127·d exactly.
+void TestBlockScalesAllHalves() {
+  constexpr size_t kBlocks = 64, kRows = 64, kCols = kBlocks * kQuantBlock;
+  std::vector<uint16_t> patterns;
+  for (uint32_t h = 0; h < 0x10000; h += 3) {
+    if ((h & 0x7C00) != 0x7C00) patterns.push_back(static_cast<uint16_t>(h));  // skip inf/nan
+  }
+  std::vector<BlockQ8_0> q8(kRows * kBlocks);
+  std::vector<BlockQ4_0> q4(kRows * kBlocks);
+  std::vector<float> x(kCols, 0.0f), y(kRows), y2(2 * kRows);
+  for (size_t b = 0; b < kBlocks; ++b) x[b * kQuantBlock] = 127.0f;
+  std::vector<float> x2(2 * kCols);
+  std::copy(x.begin(), x.end(), x2.begin());
+  std::copy(x.begin(), x.end(), x2.begin() + kCols);
+  for (size_t base = 0; base < patterns.size(); base += kRows) {
+    for (size_t r = 0; r < kRows; ++r) {
+      for (size_t b = 0; b < kBlocks; ++b) {
+        // Other blocks get finite scales too (their codes are 0).
+        const uint16_t h = patterns[(base + r + 17 * b) % patterns.size()];
+        BlockQ8_0& b8 = q8[r * kBlocks + b];
+        BlockQ4_0& b4 = q4[r * kBlocks + b];
+        b8.d = b4.d = h;
+        std::fill(b8.qs, b8.qs + kQuantBlock, 0);
+        std::fill(b4.qs, b4.qs + kQuantBlock / 2, 0x88);
+        if (b == r % kBlocks) {
+          b8.qs[0] = 1;
+          b4.qs[0] = 0x89;
+        }
+      }
+    }
+    for (const MatrixView& m : {MatrixView{WeightType::kQ8_0, q8.data(), kRows, kCols},
+                                MatrixView{WeightType::kQ4_0, q4.data(), kRows, kCols}}) {
+      MatVec(m, x.data(), y.data(), nullptr);
+      MatMul(m, x2.data(), 2, y2.data(), nullptr);
+      for (size_t r = 0; r < kRows; ++r) {
+        const uint16_t h = patterns[(base + r + 17 * (r % kBlocks)) % patterns.size()];
+        const float want = 127.0f * F32FromF16(h);
+        ASSERT_EQ(y[r], want) << WeightTypeName(m.type) << " h=" << h << " r=" << r;
+        ASSERT_EQ(y2[r], want) << WeightTypeName(m.type) << " h=" << h << " r=" << r;
+        ASSERT_EQ(y2[kRows + r], want) << WeightTypeName(m.type) << " h=" << h << " r=" << r;
+      }
+    }
+  }
+}
+
 // Unit-vector probes: every column of every format is decoded bit-exactly
 // (f32/f16/bf16: y = W[:,k]; quantized: y = 127·W[:,k] as above).
 void TestColumnProbe() {
@@ -362,6 +412,7 @@ HWY_BEFORE_TEST(ModelKernelsTest);
 HWY_EXPORT_AND_TEST_P(ModelKernelsTest, TestDispatchIsThisTarget);
 HWY_EXPORT_AND_TEST_P(ModelKernelsTest, TestKnownBlocks);
 HWY_EXPORT_AND_TEST_P(ModelKernelsTest, TestColumnProbe);
+HWY_EXPORT_AND_TEST_P(ModelKernelsTest, TestBlockScalesAllHalves);
 HWY_EXPORT_AND_TEST_P(ModelKernelsTest, TestMatVecVsReference);
 HWY_EXPORT_AND_TEST_P(ModelKernelsTest, TestQuantizedPathAccuracy);
 HWY_EXPORT_AND_TEST_P(ModelKernelsTest, TestMatVecThreads);
