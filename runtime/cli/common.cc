@@ -30,6 +30,14 @@ void AddKvFlags(CLI::App* app, KvFlags* f) {
   app->add_option("--heavy", f->heavy, "Heavy-hitter tokens for h2o (default: half of what remains)");
   app->add_option("--positions", f->positions, "RoPE positions: in-cache (default) or absolute");
   app->add_option("--h2o-decay", f->h2o_decay, "h2o score decay per step in (0,1]; 1 = cumulative");
+  app->add_option("--h2o-score", f->h2o_score,
+                  "h2o ranking: cumulative (sum), decay (--h2o-decay, default 0.99), tova (latest attention), "
+                  "age (mean attention per query seen)");
+  app->add_option("--h2o-lifetime", f->h2o_lifetime, "h2o: heavy hitters older than N tokens leave first (0: never)");
+  app->add_option("--key-axis", f->key_axis, "Quantized keys share scales per channel (default) or per token (ablation)");
+  app->add_option("--key-rope", f->key_rope,
+                  "Stored key rotation: in-block (default), post (absolute, classic), pre (KVQuant; slow path)");
+  app->add_flag("--no-hot-tail", f->no_hot_tail, "Ablation: hold the newest partial block quantized, not in f16");
   app->add_option("-t,--threads", f->threads, "Threads (default: all hardware threads)");
 }
 
@@ -72,7 +80,23 @@ StatusOr<SessionOptions> MakeSessionOptions(const KvFlags& f, const ModelConfig&
   kv.sinks = f.sinks;
   kv.window = f.window;
   kv.heavy = f.heavy;
-  kv.h2o_decay = f.h2o_decay;
+  if (f.h2o_score == "decay") {
+    kv.h2o_score = H2OScore::kCumulative;
+    kv.h2o_decay = f.h2o_decay == 0.0f ? 0.99f : f.h2o_decay;
+    if (kv.h2o_decay >= 1.0f) return InvalidArgument("--h2o-score decay needs --h2o-decay below 1");
+  } else if (!ParseH2OScore(f.h2o_score, &kv.h2o_score)) {
+    return InvalidArgument("--h2o-score '" + f.h2o_score + "' is unknown: use cumulative, decay, tova or age");
+  } else {
+    kv.h2o_decay = f.h2o_decay == 0.0f ? 1.0f : f.h2o_decay;
+  }
+  kv.h2o_lifetime = f.h2o_lifetime;
+  if (!ParseKeyQuantAxis(f.key_axis, &kv.key_axis)) {
+    return InvalidArgument("--key-axis '" + f.key_axis + "' is unknown: use channel or token");
+  }
+  if (!ParseKeyRope(f.key_rope, &kv.key_rope)) {
+    return InvalidArgument("--key-rope '" + f.key_rope + "' is unknown: use in-block, post or pre");
+  }
+  kv.hot_tail = !f.no_hot_tail;
   if (!f.budget.empty()) {
     if (f.capacity > 0) return InvalidArgument("give either -c or --kv-budget, not both");
     KVEDGE_ASSIGN_OR_RETURN(kv.budget_bytes, ParseByteSize(f.budget));
