@@ -293,6 +293,7 @@ int RunPerplexity(const PerplexityOptions& opt) {
     j["nll_in_ctx"] = nll.MeanIn();
     j["nll_past_ctx"] = nll.MeanPast();
     j["kv_bytes"] = cs.held_bytes;
+    j["kv_tokens_held"] = cs.tokens_held;
     j["kv_arena_bytes"] = cs.arena_bytes;
     j["kv_bytes_f16_full"] = cs.f16_full_bytes;
     j["compression"] = compression;

@@ -89,12 +89,16 @@ def matrix(quick):
             fams = [("window", ["--policy", "window"])]
             fams += [("sinks S=%d" % s, ["--policy", "sinks", "--sinks", str(s)]) for s in (1, 2, 4, 8)]
             if budget >= 128:
-                h = (budget - 4) // 2 if budget == 128 else budget - 4 - 128
+                h = budget - 4 - (64 if budget == 128 else 128)  # S=4, W=64 / 128
                 fams += [("h2o H=%d" % h, ["--policy", "h2o", "--heavy", str(h)]),
                          ("h2o decay0.99 H=%d" % h, ["--policy", "h2o", "--heavy", str(h), "--h2o-score", "decay"]),
                          ("h2o tova H=%d" % h, ["--policy", "h2o", "--heavy", str(h), "--h2o-score", "tova"]),
                          ("h2o age H=%d" % h, ["--policy", "h2o", "--heavy", str(h), "--h2o-score", "age"]),
                          ("h2o lifetime1024 H=%d" % h, ["--policy", "h2o", "--heavy", str(h), "--h2o-lifetime", "1024"])]
+                # Fewer heavy hitters, a longer recent window.
+                small = 28 if budget == 128 else 60
+                fams += [("h2o H=%d" % small, ["--policy", "h2o", "--heavy", str(small)]),
+                         ("h2o tova H=%d" % small, ["--policy", "h2o", "--heavy", str(small), "--h2o-score", "tova"])]
                 if budget == 256:
                     fams += [("h2o H=188", ["--policy", "h2o", "--heavy", "188"]),
                              ("h2o tova H=188", ["--policy", "h2o", "--heavy", "188", "--h2o-score", "tova"])]
@@ -109,6 +113,26 @@ def matrix(quick):
                 for k, v in formats:
                     c.append(Config("%s/%s %s c%d" % (k, v, label, budget), group, "stories", tokens,
                                     kv(k, v) + ["-c", str(budget)] + extra, compare))
+    # Pre-RoPE INT4 keys (the slow path) and a budget between 128 and 256.
+    for budget in (128, 160, 192, 256):
+        for s in (1, 2, 4):
+            for label, extra in (("", []), (" pre-RoPE keys", ["--key-rope", "pre"])):
+                if budget in (128, 256) and not extra:
+                    continue  # in-block at 128/256 is above
+                c.append(Config("int4/int4 sinks S=%d%s c%d" % (s, label, budget), "long", "stories", LONG,
+                                kv("int4", "int4") + ["-c", str(budget), "--policy", "sinks", "--sinks", str(s)] + extra,
+                                "oracle"))
+    # Equal bytes: int8 at 144 tokens vs int4 at 256 (9 vs 5 bits per element).
+    c.append(Config("int8/int8 sinks S=2 c144", "long", "stories", LONG,
+                    kv("int8", "int8") + ["-c", "144", "--policy", "sinks", "--sinks", "2"], "oracle"))
+    # Bounded lifetimes: on a stream of short stories, old heavy hitters belong to other stories.
+    for budget, h in ((128, 28), (256, 60)):
+        for score in ("tova", "cumulative"):
+            c.append(Config("int4/int4 h2o %s lifetime256 H=%d c%d" % (score, h, budget), "long", "stories", LONG,
+                            kv("int4", "int4") + ["-c", str(budget), "--policy", "h2o", "--heavy", str(h),
+                                                  "--h2o-score", score, "--h2o-lifetime", "256"], "oracle"))
+    c.append(Config("int4/int4 window pre-RoPE keys c128", "long", "stories", LONG,
+                    kv("int4", "int4") + ["-c", "128", "--policy", "window", "--key-rope", "pre"], "oracle"))
     c.append(Config("f32/f32 full absolute c%d" % (LONG + 1), "long", "stories", LONG,
                     kv("f32", "f32") + ["--policy", "full", "-c", str(LONG + 1)], "oracle"))
     for budget, fams in ((64, [("window", ["--policy", "window"]), ("sinks S=4", ["--policy", "sinks"])]),
@@ -146,10 +170,10 @@ def main():
         futs = {ex.submit(run_one, c, a.kvedge, a.shared): c for c in cfgs}
         for i, f in enumerate(concurrent.futures.as_completed(futs)):
             c = futs[f]
-            results[c.name + " @" + c.model] = (c, f.result())
-            print("[%3d/%d %5.0fs] %-48s %s ppl %.4f" % (i + 1, len(cfgs), time.time() - t0, c.name, c.model,
-                                                        results[c.name + " @" + c.model][1]["ppl"]), flush=True)
-    ordered = [(c, results[c.name + " @" + c.model][1]) for c in cfgs]
+            results[id(c)] = f.result()
+            print("[%3d/%d %5.0fs] %-11s %-48s %s ppl %.4f" % (i + 1, len(cfgs), time.time() - t0, c.group, c.name,
+                                                              c.model, results[id(c)]["ppl"]), flush=True)
+    ordered = [(c, results[id(c)]) for c in cfgs]
     rows = []
     for c, r in ordered:
         ref = q.reference_of(r)
