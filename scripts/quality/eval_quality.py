@@ -126,11 +126,12 @@ def matrix(quick):
     c.append(Config("int8/int8 sinks S=2 c144", "long", "stories", LONG,
                     kv("int8", "int8") + ["-c", "144", "--policy", "sinks", "--sinks", "2"], "oracle"))
     # Bounded lifetimes: on a stream of short stories, old heavy hitters belong to other stories.
-    for budget, h in ((128, 28), (256, 60)):
-        for score in ("tova", "cumulative"):
-            c.append(Config("int4/int4 h2o %s lifetime256 H=%d c%d" % (score, h, budget), "long", "stories", LONG,
-                            kv("int4", "int4") + ["-c", str(budget), "--policy", "h2o", "--heavy", str(h),
-                                                  "--h2o-score", score, "--h2o-lifetime", "256"], "oracle"))
+    for tokens, group, compare in ((s_in, "policies-in", "full"), (LONG, "long", "oracle")):
+        for budget, h in ((128, 28), (256, 60)):
+            for score in ("tova", "cumulative"):
+                c.append(Config("int4/int4 h2o %s lifetime256 H=%d c%d" % (score, h, budget), group, "stories", tokens,
+                                kv("int4", "int4") + ["-c", str(budget), "--policy", "h2o", "--heavy", str(h),
+                                                      "--h2o-score", score, "--h2o-lifetime", "256"], compare))
     c.append(Config("int4/int4 window pre-RoPE keys c128", "long", "stories", LONG,
                     kv("int4", "int4") + ["-c", "128", "--policy", "window", "--key-rope", "pre"], "oracle"))
     c.append(Config("f32/f32 full absolute c%d" % (LONG + 1), "long", "stories", LONG,
@@ -162,12 +163,18 @@ def main():
     ap.add_argument("--out", required=True, help="docs/ folder to write quality.md and quality/ into")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--render-only", action="store_true", help="re-render from <out>/quality/results.json")
     a = ap.parse_args()
     cfgs = matrix(a.quick)
     t0 = time.time()
     results = {}
+    if a.render_only:
+        with open(os.path.join(a.out, "quality", "results.json")) as f:
+            saved = json.load(f)
+        cfgs = [Config(x["name"], x["group"], x["model"], x["result"]["tokens"], x["args"], "") for x in saved]
+        results = {id(c): x["result"] for c, x in zip(cfgs, saved)}
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as ex:
-        futs = {ex.submit(run_one, c, a.kvedge, a.shared): c for c in cfgs}
+        futs = {} if a.render_only else {ex.submit(run_one, c, a.kvedge, a.shared): c for c in cfgs}
         for i, f in enumerate(concurrent.futures.as_completed(futs)):
             c = futs[f]
             results[id(c)] = f.result()
@@ -182,12 +189,21 @@ def main():
     qdir = os.path.join(a.out, "quality")
     os.makedirs(qdir, exist_ok=True)
     with open(os.path.join(qdir, "results.json"), "w") as f:
-        json.dump([dict(name=c.name, group=c.group, args=c.args, result=r) for c, r in ordered], f, indent=1)
+        json.dump([dict(name=c.name, group=c.group, model=c.model, args=c.args, result=r) for c, r in ordered], f,
+                  indent=1)
     with open(os.path.join(qdir, "results.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=q.CSV_FIELDS)
         w.writeheader()
         w.writerows(rows)
-    report.render(a.out, ordered, rows, quick=a.quick, seconds=time.time() - t0)
+    run_path = os.path.join(qdir, "run.json")
+    if a.render_only:
+        with open(run_path) as f:
+            seconds = json.load(f)["seconds"]
+    else:
+        seconds = time.time() - t0
+        with open(run_path, "w") as f:
+            json.dump(dict(seconds=seconds, runs=len(ordered), quick=a.quick), f)
+    report.render(a.out, ordered, rows, quick=a.quick, seconds=seconds)
     print("wrote %s/quality.md and %s in %.0f s" % (a.out, qdir, time.time() - t0))
 
 
