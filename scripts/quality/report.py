@@ -181,6 +181,25 @@ plot %s
 """ % (os.path.join(qdir, "plot2_loss_vs_compression.png"), ", ".join(lines)))
 
 
+JSON_FIELDS = """## `kvedge perplexity --json` fields
+
+- Stream: `tokens` scored (each predicts the next), `context_length` T, `tokens_in_ctx` (stream index < T:
+  at most T tokens attended) and `tokens_past_ctx`; `nll`, `ppl`, `nll_in_ctx`, `nll_past_ctx`;
+  `bucket_nll[]` per `bucket` tokens.
+- Cache: `policy`, `key_format`, `value_format`, `key_axis` (channel|token), `key_rope` (in-block|post|pre),
+  `hot_tail`, `positions`, `sinks`, `heavy`, `window`, `capacity`, `h2o_score`, `h2o_decay`, `h2o_lifetime`.
+- Bytes: `kv_bytes` held at the end, `kv_tokens_held`, `kv_arena_bytes` reserved, `kv_bytes_f16_full` (an f16 cache
+  of every token seen); `compression` = `kv_bytes_f16_full / kv_bytes` at the end, `compression_avg` over the
+  32-token chunks, `compression_worst` the lowest once the cache is full; `decode_tokens_per_s` of the tested
+  cache alone; `peak_rss_bytes`.
+- `--compare-full` (an f32 cache holding everything, absolute positions): `kld`, `top1_agree`, each also
+  `_in_ctx` / `_past_ctx`; `full_nll`, `full_ppl`, `full_bucket_nll[]`.
+- `--oracle` (the recompute oracle; identical to the full cache inside the context): `oracle_kld`,
+  `oracle_top1_agree` (+ `_in_ctx` / `_past_ctx`), `oracle_nll`, `oracle_ppl`, `oracle_nll_in_ctx`,
+  `oracle_nll_past_ctx`, `oracle_bucket_nll[]`. KL is KL(reference ‖ tested) in nats per token.
+"""
+
+
 def render(out_dir, ordered, rows, quick, seconds):
     plots(out_dir, ordered, rows)
     groups = [("formats", "Formats inside the context (T−1 tokens, vs f32 full cache)"),
@@ -199,7 +218,7 @@ def render(out_dir, ordered, rows, quick, seconds):
     if not quick:
         with open(os.path.join(HERE, "discussion.md")) as f:
             md += [f.read(), ""]
-    md += ["## Goals", "", goals(rows), "## Plots", "",
+    md += [JSON_FIELDS, "## Goals", "", goals(rows), "## Plots", "",
            "![perplexity per bucket](quality/plot1_ppl_vs_tokens.png)", "",
            "![KL vs compression](quality/plot2_loss_vs_compression.png)", "", "## Tables", ""]
     for g, title in groups:
