@@ -42,6 +42,25 @@ void WriteKeyColumn(KvFormat f, int d, const float* k, uint8_t* block, int slot)
   }
 }
 
+// Key blocks of format f: channel-major (kv_format.h key layout) or, for the
+// token-wise ablation, the value layout holding keys token-major. src/dst are
+// channel-major f32 [D][G]; tmp is [G][D] f32 scratch.
+void EncodeKeys(KvFormat f, bool token_major, int d, const float* src, uint8_t* block, float* tmp) {
+  if (!token_major) return EncodeKeyBlock(f, d, src, block);
+  for (int c = 0; c < d; ++c) {
+    for (int t = 0; t < G; ++t) tmp[t * d + c] = src[c * G + t];
+  }
+  EncodeValueBlock(f, d, tmp, block);
+}
+
+void DecodeKeys(KvFormat f, bool token_major, int d, const uint8_t* block, float* dst, float* tmp) {
+  if (!token_major) return DecodeKeyBlock(f, d, block, dst);
+  DecodeValueBlock(f, d, block, tmp);
+  for (int c = 0; c < d; ++c) {
+    for (int t = 0; t < G; ++t) dst[c * G + t] = tmp[t * d + c];
+  }
+}
+
 // Writes a token's value as row `slot` of a token-major [G][D] block.
 void WriteValueRow(KvFormat f, int d, const float* v, uint8_t* block, int slot) {
   if (f == KvFormat::kF32) {
@@ -171,10 +190,35 @@ void KvCache::AppendLane(LayerState& st, int layer, int kv_head, const float* k,
     return;
   }
   const int slot = st.tail_count;
-  rope_.Angles(slot, angles);
+  switch (plan_.key_rope) {
+    case KeyRope::kInBlock: rope_.Angles(slot, angles); break;
+    case KeyRope::kPost: rope_.Angles(st.seen, angles); break;  // st.seen: this token's stream index
+    case KeyRope::kPre: rope_.Angles(0, angles); break;
+  }
   RopeRotate(d, rd, angles, k, rotated);
-  WriteKeyColumn(plan_.tail_format, d, rotated, lane + off_tail_k_, slot);
-  WriteValueRow(plan_.tail_format, d, v, lane + off_tail_v_, slot);
+  if (plan_.hot_tail) {
+    WriteKeyColumn(plan_.tail_format, d, rotated, lane + off_tail_k_, slot);
+    WriteValueRow(plan_.tail_format, d, v, lane + off_tail_v_, slot);
+  } else {
+    // The partial block lives only in its quantized form: decode, add the
+    // token, pad the free slots with it (padding never widens a range),
+    // re-encode. Earlier tokens are re-quantized from their own codes.
+    float* key_block = carve.Take<float>(static_cast<size_t>(G) * d);    // [D][G]
+    float* value_block = carve.Take<float>(static_cast<size_t>(G) * d);  // [G][D]
+    float* tmp = carve.Take<float>(static_cast<size_t>(G) * d);
+    const KvFormat kf = plan_.key_format, vf = plan_.value_format;
+    const bool token_major = plan_.TokenMajorKeys(kf);
+    if (slot > 0) {
+      DecodeKeys(kf, token_major, d, lane + off_tail_k_, key_block, tmp);
+      DecodeValueBlock(vf, d, lane + off_tail_v_, value_block);
+    }
+    for (int t = slot; t < G; ++t) {
+      for (int c = 0; c < d; ++c) key_block[c * G + t] = rotated[c];
+      std::memcpy(value_block + static_cast<size_t>(t) * d, v, d * sizeof(float));
+    }
+    EncodeKeys(kf, token_major, d, key_block, lane + off_tail_k_, tmp);
+    EncodeValueBlock(vf, d, value_block, lane + off_tail_v_);
+  }
   if (plan_.policy == EvictionPolicy::kH2O) {
     float* scores = reinterpret_cast<float*>(lane + off_scores_);
     scores[static_cast<size_t>(plan_.heavy_blocks + plan_.ring_blocks) * G + slot] = 0.0f;
@@ -196,12 +240,20 @@ void KvCache::SealTail(LayerState& st, int layer, uint8_t* scratch) {
   const int storage = plan_.heavy_blocks + slot;
   ScratchCarver carve(scratch);
   float* staging = carve.Take<float>(static_cast<size_t>(G) * d);
+  float* tmp = carve.Take<float>(static_cast<size_t>(G) * d);
   for (int h = 0; h < plan_.shape.n_kv_heads; ++h) {
     uint8_t* lane = Lane(layer, h);
-    DecodeKeyBlock(plan_.tail_format, d, lane + off_tail_k_, staging);
-    EncodeKeyBlock(plan_.key_format, d, staging, lane + off_blocks_k_ + storage * plan_.key_block_bytes);
-    DecodeValueBlock(plan_.tail_format, d, lane + off_tail_v_, staging);
-    EncodeValueBlock(plan_.value_format, d, staging, lane + off_blocks_v_ + storage * plan_.value_block_bytes);
+    uint8_t* key_dst = lane + off_blocks_k_ + storage * plan_.key_block_bytes;
+    uint8_t* value_dst = lane + off_blocks_v_ + storage * plan_.value_block_bytes;
+    if (plan_.hot_tail) {
+      DecodeKeyBlock(plan_.tail_format, d, lane + off_tail_k_, staging);
+      EncodeKeys(plan_.key_format, plan_.TokenMajorKeys(plan_.key_format), d, staging, key_dst, tmp);
+      DecodeValueBlock(plan_.tail_format, d, lane + off_tail_v_, staging);
+      EncodeValueBlock(plan_.value_format, d, staging, value_dst);
+    } else {  // the tail already holds the block in its final format
+      std::memcpy(key_dst, lane + off_tail_k_, plan_.key_block_bytes);
+      std::memcpy(value_dst, lane + off_tail_v_, plan_.value_block_bytes);
+    }
     if (plan_.policy == EvictionPolicy::kH2O) {
       float* scores = reinterpret_cast<float*>(lane + off_scores_);
       std::memcpy(scores + static_cast<size_t>(storage) * G,
@@ -217,6 +269,8 @@ void KvCache::MergeHeavy(LayerState& st, int layer, int kv_head, int leaving_slo
   const int d = plan_.shape.head_dim;
   const int rd = plan_.shape.rope_dim;
   const bool absolute = plan_.positions == PositionMode::kAbsolute;
+  const bool pre = plan_.key_rope == KeyRope::kPre;  // stored keys carry no rotation
+  const bool token_major = plan_.TokenMajorKeys(plan_.key_format);
   uint8_t* lane = Lane(layer, kv_head);
   float* scores = reinterpret_cast<float*>(lane + off_scores_);
   int64_t* heavy_ids = reinterpret_cast<int64_t*>(lane + off_heavy_ids_);
@@ -227,10 +281,11 @@ void KvCache::MergeHeavy(LayerState& st, int layer, int kv_head, int leaving_slo
   ScratchCarver carve(scratch);
   float* block_k = carve.Take<float>(static_cast<size_t>(G) * d);  // [D][G]
   float* block_v = carve.Take<float>(static_cast<size_t>(G) * d);  // [G][D]
+  float* tmp = carve.Take<float>(static_cast<size_t>(G) * d);
   const size_t merge = static_cast<size_t>(plan_.heavy_blocks) * G + G;
   float* cand_k = carve.Take<float>(2 * merge * d);                // [cand][D] keys, then values
   float* cand_v = cand_k + merge * d;
-  float* cand_score = carve.Take<float>(merge);
+  float* cand_score = carve.Take<float>(merge);  // ranking key (see rank below)
   int64_t* cand_id = carve.Take<int64_t>(merge);    // stream index
   int64_t* old_index = carve.Take<int64_t>(merge);  // rotation index the stored key carries
   int32_t* order = carve.Take<int32_t>(merge);
@@ -241,14 +296,14 @@ void KvCache::MergeHeavy(LayerState& st, int layer, int kv_head, int leaving_slo
   int n = 0;
   const auto gather = [&](const uint8_t* kb, const uint8_t* vb, KvFormat kf, KvFormat vf, int count,
                           const float* sc, auto id_of, auto index_of) {
-    DecodeKeyBlock(kf, d, kb, block_k);
+    DecodeKeys(kf, token_major, d, kb, block_k, tmp);
     DecodeValueBlock(vf, d, vb, block_v);
     for (int t = 0; t < count; ++t, ++n) {
       for (int c = 0; c < d; ++c) cand_k[static_cast<size_t>(n) * d + c] = block_k[c * G + t];
       std::memcpy(cand_v + static_cast<size_t>(n) * d, block_v + static_cast<size_t>(t) * d, d * sizeof(float));
       cand_score[n] = sc[t];
       cand_id[n] = id_of(t);
-      old_index[n] = index_of(t);
+      old_index[n] = pre ? 0 : index_of(t);
     }
   };
   for (int b = 0; b * G < h_old; ++b) {
@@ -264,10 +319,20 @@ void KvCache::MergeHeavy(LayerState& st, int layer, int kv_head, int leaving_slo
          plan_.key_format, plan_.value_format, G, scores + static_cast<size_t>(storage) * G,
          [&](int t) { return start + t; }, [&](int t) { return static_cast<int64_t>(t); });
 
-  // Top n_keep by score (ties: older first), then back into stream order.
+  // Top n_keep by rank (ties: older first), then back into stream order.
+  // Age: the queries token i has received are seen − i (this token's own
+  // query comes after sealing). Expired heavy hitters rank below the rest.
+  const int64_t now = st.seen;
+  const auto rank = [&](int32_t i) {
+    const double age = static_cast<double>(now - cand_id[i]);
+    const double r = plan_.h2o_score == H2OScore::kAge ? cand_score[i] / age : cand_score[i];
+    const bool expired = plan_.h2o_lifetime > 0 && age > plan_.h2o_lifetime;
+    return std::pair<int, double>(expired ? 0 : 1, r);
+  };
   for (int i = 0; i < n_cand; ++i) order[i] = i;
   std::partial_sort(order, order + n_keep, order + n_cand, [&](int32_t a, int32_t b) {
-    if (cand_score[a] != cand_score[b]) return cand_score[a] > cand_score[b];
+    const auto ra = rank(a), rb = rank(b);
+    if (ra != rb) return ra > rb;
     return cand_id[a] < cand_id[b];
   });
   std::sort(order, order + n_keep, [&](int32_t a, int32_t b) { return cand_id[a] < cand_id[b]; });
@@ -282,7 +347,7 @@ void KvCache::MergeHeavy(LayerState& st, int layer, int kv_head, int leaving_slo
     for (int t = 0; t < G; ++t) {
       const int j = b * G + std::min(t, count - 1);
       const int src = order[j];
-      const int64_t new_index = absolute ? cand_id[src] : static_cast<int64_t>(std::min(t, count - 1));
+      const int64_t new_index = pre ? 0 : absolute ? cand_id[src] : static_cast<int64_t>(std::min(t, count - 1));
       const float* key = cand_k + static_cast<size_t>(src) * d;
       if (new_index != old_index[src] && rd > 0) {
         rope_.Angles(new_index - old_index[src], angle_buf);
@@ -292,7 +357,7 @@ void KvCache::MergeHeavy(LayerState& st, int layer, int kv_head, int leaving_slo
       for (int c = 0; c < d; ++c) block_k[c * G + t] = key[c];
       std::memcpy(block_v + static_cast<size_t>(t) * d, cand_v + static_cast<size_t>(src) * d, d * sizeof(float));
     }
-    EncodeKeyBlock(plan_.key_format, d, block_k, lane + off_blocks_k_ + b * plan_.key_block_bytes);
+    EncodeKeys(plan_.key_format, token_major, d, block_k, lane + off_blocks_k_ + b * plan_.key_block_bytes, tmp);
     EncodeValueBlock(plan_.value_format, d, block_v, lane + off_blocks_v_ + b * plan_.value_block_bytes);
   }
   // Scores and ids last: `order` indexes candidates, which are already copied.
@@ -326,6 +391,7 @@ void KvCache::AttendLane(const LayerState& st, int layer, int kv_head, const flo
   const int group = plan_.shape.n_heads / plan_.shape.n_kv_heads;
   const bool absolute = plan_.positions == PositionMode::kAbsolute;
   const bool h2o = plan_.policy == EvictionPolicy::kH2O;
+  const bool post = plan_.key_rope == KeyRope::kPost;
   const uint8_t* lane = Lane(layer, kv_head);
   const int heavy_used = (st.heavy_count + G - 1) / G;
   const int nb = heavy_used + st.ring_count;
@@ -347,24 +413,57 @@ void KvCache::AttendLane(const LayerState& st, int layer, int kv_head, const flo
   for (int b = 0; b < nb; ++b) {
     int storage;
     int64_t pb;
+    int64_t phase = 0;  // the rotation slot 0 of the block carries (post-RoPE: its stream index)
     if (b < heavy_used) {
       storage = b;
       pb = absolute ? 0 : plan_.sinks + static_cast<int64_t>(b) * G;
     } else {
       const int k = b - heavy_used;
-      storage = plan_.heavy_blocks + (st.ring_head + k) % plan_.ring_blocks;
-      pb = absolute ? st.ring_start[static_cast<size_t>((st.ring_head + k) % plan_.ring_blocks)]
-                    : ring_base + static_cast<int64_t>(k) * G;
+      const int slot = (st.ring_head + k) % plan_.ring_blocks;
+      storage = plan_.heavy_blocks + slot;
+      pb = absolute ? st.ring_start[static_cast<size_t>(slot)] : ring_base + static_cast<int64_t>(k) * G;
+      if (post) phase = st.ring_start[static_cast<size_t>(slot)];
     }
     kblocks[b] = lane + off_blocks_k_ + storage * plan_.key_block_bytes;
     vblocks[b] = lane + off_blocks_v_ + storage * plan_.value_block_bytes;
-    rope_.Angles(pq - pb, rot + static_cast<size_t>(b) * rd);
+    rope_.Angles(pq - pb + phase, rot + static_cast<size_t>(b) * rd);
   }
   const int64_t tail_pb = absolute ? st.tail_start : ring_base + static_cast<int64_t>(st.ring_count) * G;
   float* tail_rot = rot + static_cast<size_t>(nb) * rd;
-  rope_.Angles(pq - tail_pb, tail_rot);
+  rope_.Angles(pq - tail_pb + (post ? st.tail_start : 0), tail_rot);
   const uint8_t* tail_k = lane + off_tail_k_;
   const uint8_t* tail_v = lane + off_tail_v_;
+  KvFormat key_format = plan_.key_format;
+  KvFormat tail_key_format = plan_.tail_key_format();
+  if (plan_.SlowKeyPath()) {
+    // Ablation path: decode every key block to f32 [D][G] once per lane and,
+    // for pre-RoPE keys, give slot t the rotation the in-block scheme stores
+    // (R(t), or R(stream index) for absolute-position heavy hitters); then
+    // score with the f32 kernel. Costs a decode per block per step.
+    float* f32_keys = carve.Take<float>(static_cast<size_t>(nb + 1) * G * d);
+    float* tmp = carve.Take<float>(static_cast<size_t>(G) * d);
+    const int64_t* heavy_ids = reinterpret_cast<const int64_t*>(lane + off_heavy_ids_);
+    float angles[kMaxHeadDim];
+    float column[kMaxHeadDim];
+    for (int b = 0; b <= nb; ++b) {
+      float* dst = f32_keys + static_cast<size_t>(b) * G * d;
+      const KvFormat f = b < nb ? key_format : tail_key_format;
+      DecodeKeys(f, plan_.TokenMajorKeys(f), d, b < nb ? kblocks[b] : tail_k, dst, tmp);
+      if (plan_.key_rope == KeyRope::kPre && rd > 0) {
+        const bool heavy_ids_carry = absolute && b < heavy_used;
+        for (int t = 0; t < G; ++t) {
+          const int j = b * G + t;
+          rope_.Angles(heavy_ids_carry ? (j < st.heavy_count ? heavy_ids[j] : 0) : t, angles);
+          for (int c = 0; c < d; ++c) column[c] = dst[c * G + t];
+          RopeRotate(d, rd, angles, column, column);
+          for (int c = 0; c < d; ++c) dst[c * G + t] = column[c];
+        }
+      }
+      if (b < nb) kblocks[b] = reinterpret_cast<const uint8_t*>(dst);
+    }
+    tail_k = reinterpret_cast<const uint8_t*>(f32_keys + static_cast<size_t>(nb) * G * d);
+    key_format = tail_key_format = KvFormat::kF32;
+  }
 
   const int S = st.sinks_filled;
   const size_t n_slots = static_cast<size_t>(S) + static_cast<size_t>(nb + 1) * G;
@@ -382,9 +481,9 @@ void KvCache::AttendLane(const LayerState& st, int layer, int kv_head, const flo
       for (int i = 0; i < S; ++i) scores[i] = scale * DotF32(qrot, sink_k + static_cast<size_t>(i) * d, d);
     }
     float* block_scores = scores + S;
-    if (nb > 0) ScoreKeyBlocks(plan_.key_format, d, rd, qh, rot, kblocks, nb, scale, block_scores);
+    if (nb > 0) ScoreKeyBlocks(key_format, d, rd, qh, rot, kblocks, nb, scale, block_scores);
     float* tail_scores = block_scores + static_cast<size_t>(nb) * G;
-    ScoreKeyBlocks(plan_.tail_format, d, rd, qh, tail_rot, &tail_k, 1, scale, tail_scores);
+    ScoreKeyBlocks(tail_key_format, d, rd, qh, tail_rot, &tail_k, 1, scale, tail_scores);
     // Mask slots holding no token.
     if (heavy_used > 0) {
       for (int j = st.heavy_count; j < heavy_used * G; ++j) block_scores[j] = kMasked;
@@ -404,14 +503,15 @@ void KvCache::AttendLane(const LayerState& st, int layer, int kv_head, const flo
       for (int c = 0; c < d; ++c) oh[c] += w * v[c];
     }
     if (nb > 0) AccumulateValueBlocks(plan_.value_format, d, block_scores, vblocks, nb, oh);
-    AccumulateValueBlocks(plan_.tail_format, d, tail_scores, &tail_v, 1, oh);
+    AccumulateValueBlocks(plan_.tail_value_format(), d, tail_scores, &tail_v, 1, oh);
     if (h2o) AddInPlace(prob_sum, scores, n_slots);
   }
 
   if (h2o) {
-    // decay·score + attention received, for every live heavy/ring/tail slot.
+    // decay·score + attention received, for every live heavy/ring/tail slot
+    // (TOVA: decay 0, the latest attention only).
     float* lane_scores = reinterpret_cast<float*>(const_cast<uint8_t*>(lane) + off_scores_);
-    const float decay = plan_.h2o_decay;
+    const float decay = plan_.h2o_score == H2OScore::kTova ? 0.0f : plan_.h2o_decay;
     const auto update = [&](float* dst, const float* p, int count) {
       for (int t = 0; t < count; ++t) dst[t] = decay * dst[t] + p[t];
     };

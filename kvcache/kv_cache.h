@@ -9,6 +9,9 @@
 // the oldest ring block (window/sinks: token by token; h2o: a block at a time,
 // keeping the heaviest of the leaving block and the current heavy hitters,
 // re-quantized into the heavy blocks). Nothing allocates after Create().
+// KvCacheOptions selects measured alternatives (docs/quality.md): keys stored
+// post-RoPE or pre-RoPE instead of R(t)·k, token-wise key scales, no hot tail
+// (the partial block re-encoded per append), and H2O rankings.
 #ifndef KVEDGE_KVCACHE_KV_CACHE_H_
 #define KVEDGE_KVCACHE_KV_CACHE_H_
 

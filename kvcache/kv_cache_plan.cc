@@ -16,7 +16,8 @@ int CeilDiv(int a, int b) { return (a + b - 1) / b; }
 
 // Per-thread scratch of Attend/Append (see KvCache): scores and weights over
 // every slot, per-block RoPE angles and block pointers, a rotated query, f32
-// staging for sealing and H2O re-forming.
+// staging for sealing, re-encoding a quantized tail and H2O re-forming, and
+// for the slow key path every block decoded to f32.
 size_t ScratchBytes(const KvCachePlan& p) {
   const size_t d = static_cast<size_t>(p.shape.head_dim);
   const size_t blocks = static_cast<size_t>(p.heavy_blocks + p.ring_blocks + 1);
@@ -27,7 +28,8 @@ size_t ScratchBytes(const KvCachePlan& p) {
   bytes += RoundUp(blocks * static_cast<size_t>(p.shape.rope_dim) * sizeof(float), kAlignment);  // angles
   bytes += RoundUp(2 * blocks * sizeof(void*), kAlignment);                       // key/value block pointers
   bytes += RoundUp(2 * d * sizeof(float), kAlignment);                            // rotated q, sink angles
-  bytes += RoundUp(2 * G * d * sizeof(float), kAlignment);                        // sealing staging K, V
+  bytes += RoundUp(3 * G * d * sizeof(float), kAlignment);                        // staging K, V, transpose
+  if (p.SlowKeyPath()) bytes += RoundUp((blocks + 1) * G * d * sizeof(float), kAlignment);  // f32 keys + transpose
   if (p.policy == EvictionPolicy::kH2O) {
     bytes += RoundUp(2 * merge * d * sizeof(float), kAlignment);                  // candidates K, V
     bytes += RoundUp(merge * sizeof(float), kAlignment) + 2 * RoundUp(merge * sizeof(int64_t), kAlignment) +
@@ -38,10 +40,11 @@ size_t ScratchBytes(const KvCachePlan& p) {
 
 void ComputeBytes(KvCachePlan& p) {
   const int d = p.shape.head_dim;
-  p.key_block_bytes = KeyBlockBytes(p.key_format, d);
+  const auto key_bytes = [&](KvFormat f) { return p.TokenMajorKeys(f) ? ValueBlockBytes(f, d) : KeyBlockBytes(f, d); };
+  p.key_block_bytes = key_bytes(p.key_format);
   p.value_block_bytes = ValueBlockBytes(p.value_format, d);
-  p.tail_key_bytes = KeyBlockBytes(p.tail_format, d);
-  p.tail_value_bytes = ValueBlockBytes(p.tail_format, d);
+  p.tail_key_bytes = key_bytes(p.tail_key_format());
+  p.tail_value_bytes = ValueBlockBytes(p.tail_value_format(), d);
   size_t lane = 0;
   lane += RoundUp(2 * static_cast<size_t>(p.sinks) * d * sizeof(float), kAlignment);
   lane += RoundUp(static_cast<size_t>(p.heavy_blocks + p.ring_blocks) * p.key_block_bytes, kAlignment);
@@ -136,15 +139,66 @@ const char* PositionModeName(PositionMode m) {
   return m == PositionMode::kInCache ? "in-cache" : "absolute";
 }
 
+const char* KeyQuantAxisName(KeyQuantAxis a) { return a == KeyQuantAxis::kChannel ? "channel" : "token"; }
+
+bool ParseKeyQuantAxis(const std::string& name, KeyQuantAxis* out) {
+  for (KeyQuantAxis a : {KeyQuantAxis::kChannel, KeyQuantAxis::kToken}) {
+    if (name == KeyQuantAxisName(a)) {
+      *out = a;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* KeyRopeName(KeyRope r) {
+  switch (r) {
+    case KeyRope::kInBlock: return "in-block";
+    case KeyRope::kPost: return "post";
+    case KeyRope::kPre: return "pre";
+  }
+  return "?";
+}
+
+bool ParseKeyRope(const std::string& name, KeyRope* out) {
+  for (KeyRope r : {KeyRope::kInBlock, KeyRope::kPost, KeyRope::kPre}) {
+    if (name == KeyRopeName(r)) {
+      *out = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* H2OScoreName(H2OScore s) {
+  switch (s) {
+    case H2OScore::kCumulative: return "cumulative";
+    case H2OScore::kTova: return "tova";
+    case H2OScore::kAge: return "age";
+  }
+  return "?";
+}
+
+bool ParseH2OScore(const std::string& name, H2OScore* out) {
+  for (H2OScore s : {H2OScore::kCumulative, H2OScore::kTova, H2OScore::kAge}) {
+    if (name == H2OScoreName(s)) {
+      *out = s;
+      return true;
+    }
+  }
+  return false;
+}
+
 uint64_t KvCachePlan::F16FullBytes(uint64_t tokens) const {
   return tokens * static_cast<uint64_t>(lanes()) * static_cast<uint64_t>(shape.head_dim) * 2 * sizeof(uint16_t);
 }
 
 std::string KvCachePlan::Describe() const {
-  char buf[256];
-  std::snprintf(buf, sizeof(buf), "%s cache, keys %s, values %s, %d tokens/lane (sinks %d, heavy %d, window %d), %s",
-                EvictionPolicyName(policy), KvFormatName(key_format), KvFormatName(value_format), capacity, sinks,
-                heavy, window, FormatBytes(arena_bytes).c_str());
+  char buf[320];
+  std::snprintf(buf, sizeof(buf), "%s cache, keys %s (%s-wise, %s RoPE), values %s%s, %d tokens/lane (sinks %d, heavy %d, window %d), %s",
+                EvictionPolicyName(policy), KvFormatName(key_format), KeyQuantAxisName(key_axis), KeyRopeName(key_rope),
+                KvFormatName(value_format), hot_tail ? "" : ", no hot tail", capacity, sinks, heavy, window,
+                FormatBytes(arena_bytes).c_str());
   return buf;
 }
 
@@ -167,6 +221,16 @@ StatusOr<KvCachePlan> PlanKvCache(const KvShape& s, const KvCacheOptions& o, int
   if (!(o.h2o_decay > 0.0f && o.h2o_decay <= 1.0f)) {
     return InvalidArgument("KV cache: h2o decay must be in (0, 1]");
   }
+  if (o.h2o_decay != 1.0f && o.h2o_score != H2OScore::kCumulative) {
+    return InvalidArgument(std::string("KV cache: h2o decay applies to the cumulative score, not '") +
+                           H2OScoreName(o.h2o_score) + "'");
+  }
+  if (o.h2o_lifetime < 0) return InvalidArgument("KV cache: h2o lifetime must be ≥ 0 tokens (0: unbounded)");
+  if (o.key_rope == KeyRope::kPost && o.policy == EvictionPolicy::kH2O) {
+    // Heavy hitters are gathered from many blocks: post-RoPE keys would need a
+    // rotation per token, which is what `pre` does.
+    return InvalidArgument("KV cache: post-RoPE keys are not supported with h2o; use --key-rope in-block or pre");
+  }
   KvCachePlan p;
   p.shape = s;
   p.policy = o.policy;
@@ -176,6 +240,11 @@ StatusOr<KvCachePlan> PlanKvCache(const KvShape& s, const KvCacheOptions& o, int
   p.tail_format = (o.key_format == KvFormat::kF32 || o.value_format == KvFormat::kF32) ? KvFormat::kF32
                                                                                        : KvFormat::kF16;
   p.h2o_decay = o.h2o_decay;
+  p.h2o_score = o.h2o_score;
+  p.h2o_lifetime = o.h2o_lifetime;
+  p.key_axis = o.key_axis;
+  p.key_rope = o.key_rope;
+  p.hot_tail = o.hot_tail;
   p.max_threads = max_threads;
   const bool has_sinks = o.policy == EvictionPolicy::kSinks || o.policy == EvictionPolicy::kH2O;
   if (!has_sinks && o.sinks > 0) {

@@ -28,6 +28,33 @@ enum class PositionMode : uint8_t {
 };
 const char* PositionModeName(PositionMode m);
 
+// Which axis a quantized key block shares its scale/min along.
+enum class KeyQuantAxis : uint8_t {
+  kChannel,  // per channel over the block's G tokens (KIVI/KVQuant; default)
+  kToken,    // ablation: per token in groups of 32 elements, the value layout
+};
+const char* KeyQuantAxisName(KeyQuantAxis a);
+bool ParseKeyQuantAxis(const std::string& name, KeyQuantAxis* out);
+
+// The rotation a stored (heavy, ring or tail) key carries. Sinks always carry
+// R(slot) in f32. See simd/kv_kernels.h for why in-block is the default.
+enum class KeyRope : uint8_t {
+  kInBlock,  // R(t), t the slot inside its block (fast kernel)
+  kPost,     // R(stream index): classic post-RoPE keys (not with h2o)
+  kPre,      // unrotated (KVQuant pre-RoPE); rotated per token while scoring
+};
+const char* KeyRopeName(KeyRope r);
+bool ParseKeyRope(const std::string& name, KeyRope* out);
+
+// How H2O ranks candidates for the heavy-hitter slots.
+enum class H2OScore : uint8_t {
+  kCumulative,  // score = decay·score + p (decay 1: the H2O paper's sum)
+  kTova,        // score = p of the latest query only (TOVA)
+  kAge,         // score = Σp / queries seen: mean attention, age-normalised
+};
+const char* H2OScoreName(H2OScore s);
+bool ParseH2OScore(const std::string& name, H2OScore* out);
+
 // The attention-shape facts the cache needs from a model.
 struct KvShape {
   int n_layers = 0;
@@ -50,15 +77,28 @@ struct KvCacheOptions {
   uint64_t budget_bytes = 0;  // arena byte budget; used when capacity == 0
   PositionMode positions = PositionMode::kInCache;
   // H2O score update per attention step: score = decay·score + p. 1 keeps the
-  // classic cumulative sum; < 1 forgets old attention (bounded lifetime).
+  // classic cumulative sum; < 1 forgets old attention. kCumulative only.
   float h2o_decay = 1.0f;
+  H2OScore h2o_score = H2OScore::kCumulative;
+  // Heavy hitters older than this many tokens rank below every younger
+  // candidate, so they leave first; 0: unbounded.
+  int h2o_lifetime = 0;
+  // Ablations and alternatives (docs/quality.md measures them). Paths other
+  // than the defaults decode key blocks to f32 scratch before scoring: slow,
+  // correct, not optimised.
+  KeyQuantAxis key_axis = KeyQuantAxis::kChannel;
+  KeyRope key_rope = KeyRope::kInBlock;
+  // false: no full-precision hot tail; the partial block is held in the
+  // key/value formats and re-encoded (from its own decoded codes) per append.
+  bool hot_tail = true;
 };
 
 // The resolved layout. Per lane (layer × kv head):
 //   sinks   S rows  f32 K and V, token-major [S][D]
 //   heavy   heavy_blocks key+value blocks (h2o)      format key/value_format
 //   ring    ring_blocks  key+value blocks            format key/value_format
-//   tail    one key+value block of G slots           format tail_format
+//   tail    one key+value block of G slots           format tail_format (hot
+//           tail) or key/value_format (no hot tail)
 //   h2o     f32 score per heavy/ring/tail slot, int64 stream index per heavy slot
 struct KvCachePlan {
   KvShape shape;
@@ -66,8 +106,13 @@ struct KvCachePlan {
   PositionMode positions = PositionMode::kInCache;
   KvFormat key_format = KvFormat::kInt4;
   KvFormat value_format = KvFormat::kInt4;
-  KvFormat tail_format = KvFormat::kF16;  // f32 when keys are f32, else f16
+  KvFormat tail_format = KvFormat::kF16;  // hot tail: f32 when keys are f32, else f16
   float h2o_decay = 1.0f;
+  H2OScore h2o_score = H2OScore::kCumulative;
+  int h2o_lifetime = 0;
+  KeyQuantAxis key_axis = KeyQuantAxis::kChannel;
+  KeyRope key_rope = KeyRope::kInBlock;
+  bool hot_tail = true;
   int sinks = 0;
   int heavy = 0;         // heavy-hitter slots
   int window = 0;        // recent tokens kept (window/sinks: exact; h2o: ≤)
@@ -84,6 +129,12 @@ struct KvCachePlan {
   int max_threads = 1;
 
   int lanes() const { return shape.n_layers * shape.n_kv_heads; }
+  KvFormat tail_key_format() const { return hot_tail ? tail_format : key_format; }
+  KvFormat tail_value_format() const { return hot_tail ? tail_format : value_format; }
+  // Key blocks stored token-major (the token-wise ablation of a quantized format).
+  bool TokenMajorKeys(KvFormat f) const { return key_axis == KeyQuantAxis::kToken && IsQuantized(f); }
+  // Scoring decodes key blocks to f32 scratch first (ablation paths).
+  bool SlowKeyPath() const { return key_rope == KeyRope::kPre || TokenMajorKeys(key_format); }
   // Bytes an f16 cache holding `tokens` tokens of every lane needs.
   uint64_t F16FullBytes(uint64_t tokens) const;
   std::string Describe() const;  // one line: policy, formats, S/H/W, bytes

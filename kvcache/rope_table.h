@@ -18,7 +18,8 @@ class RopeTable {
   }
   RopeTable() = default;
   // Fills `storage` (Floats(...) floats). Distances above max_distance are
-  // still exact, computed directly (slower; absolute positions only).
+  // still exact, computed directly (slower; absolute positions and post-RoPE
+  // keys only).
   RopeTable(double theta, int rope_dim, int max_distance, float* storage);
 
   // out[0..rope_dim/2) = cos θ_i·d, out[rope_dim/2..rope_dim) = sin θ_i·d.

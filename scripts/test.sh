@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds and runs kvedge's whole test suite:
-#   1. release build + ctest (x86-64, every Highway target this CPU supports)
+#   1. release build + ctest (x86-64, every Highway target this CPU supports),
+#      then the quality evaluator's --quick smoke run
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build + ctest
 #   3. ThreadSanitizer build + the multi-threaded tests
 #   4. aarch64 cross build + ctest under qemu-aarch64: NEON (cortex-a72), SVE at 256 and 512 bits (SVE_256, SVE2)
@@ -67,6 +68,10 @@ build() {
 if want release; then
   build release
   run_ctest "x86-64 release" ctest --preset release
+  # Quality smoke: a few real-model configs, numbers finite, report renders.
+  t0=$(date +%s)
+  scripts/eval-quality.sh --quick >/dev/null
+  summary+=("quality smoke ($(( $(date +%s) - t0 ))s)")
 fi
 if want asan; then
   build asan

@@ -23,7 +23,8 @@ struct ModelFlags {
 void AddModelFlags(CLI::App* app, ModelFlags* f, bool required);
 
 // -c / --kv-budget / --kv / --kv-keys / --kv-values / --policy / --sinks /
-// --window / --heavy / --positions / --h2o-decay / -t.
+// --window / --heavy / --positions / --h2o-decay / --h2o-score /
+// --h2o-lifetime / --key-axis / --key-rope / --no-hot-tail / -t.
 struct KvFlags {
   int capacity = 0;
   std::string budget;
@@ -35,7 +36,12 @@ struct KvFlags {
   int window = -1;
   int heavy = -1;
   std::string positions = "in-cache";
-  float h2o_decay = 1.0f;
+  float h2o_decay = 0.0f;  // 0: unset (1, or 0.99 with --h2o-score decay)
+  std::string h2o_score = "cumulative";
+  int h2o_lifetime = 0;
+  std::string key_axis = "channel";
+  std::string key_rope = "in-block";
+  bool no_hot_tail = false;
   int threads = 0;  // 0: all hardware threads
 };
 void AddKvFlags(CLI::App* app, KvFlags* f);

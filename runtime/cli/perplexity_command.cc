@@ -1,16 +1,18 @@
 // `kvedge perplexity`: stream a text through the chosen cache (no resets, far
 // past the trained context if the text is long) and report perplexity; with
 // --compare-full, KL divergence and top-1 agreement against an f32 full-cache
-// twin run in lockstep.
+// twin run in lockstep; with --oracle, against the recompute oracle (below).
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "platform/clock.h"
+#include "platform/function_ref.h"
 #include "platform/memory.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/common.h"
@@ -24,6 +26,7 @@ struct PerplexityOptions {
   std::string text_file;
   int64_t max_tokens = 0;
   bool compare_full = false;
+  bool oracle = false;
   bool json = false;
   int bucket = 1024;
 };
@@ -41,6 +44,113 @@ double LogSumExp(const float* lg, int n, int* argmax) {
   return mx + std::log(sum);
 }
 
+// An f32 cache that holds everything (policy full) for `capacity` tokens.
+StatusOr<std::unique_ptr<Session>> FullF32Session(const ModelWeights& model, const SessionOptions& base,
+                                                  size_t capacity) {
+  SessionOptions full = base;
+  full.kv = KvCacheOptions();
+  full.kv.policy = EvictionPolicy::kFull;
+  full.kv.key_format = KvFormat::kF32;
+  full.kv.value_format = KvFormat::kF32;
+  full.kv.capacity = static_cast<int>(std::min<size_t>(capacity, 1 << 26));
+  return Session::Create(model, full);
+}
+
+// The recompute oracle: what the model does best without any cache past its
+// trained context T. Token i < T is scored by an f32 full cache from the
+// start. Past T, every T/2 tokens a fresh f32 full-cache session re-reads the
+// previous T/2 tokens at positions 0…T/2−1 and then scores the next T/2, so
+// each scored token sees T/2…T−1 predecessors, all at positions < T. Costs
+// about twice the compute of a full cache and T tokens of f32 cache.
+class Oracle {
+ public:
+  static StatusOr<Oracle> Create(const ModelWeights& model, const SessionOptions& base, int context) {
+    if (context < 2) return InvalidArgument("--oracle needs a trained context of at least 2 tokens");
+    Oracle o(model, base, context);
+    KVEDGE_ASSIGN_OR_RETURN(o.session_, FullF32Session(model, base, static_cast<size_t>(context)));
+    return o;
+  }
+
+  // Feeds ids[start, start+len) (the stream so far is ids[0, start)) and calls
+  // on_logits(j, logits) for token start+j.
+  Status FeedAll(const std::vector<int>& ids, size_t start, size_t len,
+                 FunctionRef<void(size_t, const float*)> on_logits) {
+    const size_t t = static_cast<size_t>(context_), half = t / 2;
+    for (size_t i = start; i < start + len;) {
+      size_t end = std::min(start + len, t);
+      if (i >= t) {
+        if ((i - t) % half == 0) {
+          KVEDGE_ASSIGN_OR_RETURN(session_, FullF32Session(*model_, base_, t));
+          KVEDGE_RETURN_IF_ERROR(session_->Feed(ids.data() + (i - half), half));
+        }
+        end = std::min(start + len, i + half - (i - t) % half);
+      }
+      KVEDGE_RETURN_IF_ERROR(session_->FeedAll(ids.data() + i, end - i, [&](size_t j, const float* lg) {
+        on_logits(i - start + j, lg);
+      }));
+      i = end;
+    }
+    return OkStatus();
+  }
+
+ private:
+  Oracle(const ModelWeights& model, const SessionOptions& base, int context)
+      : model_(&model), base_(base), context_(context) {}
+  const ModelWeights* model_;
+  SessionOptions base_;
+  int context_;
+  std::unique_ptr<Session> session_;
+};
+
+// Sums split at the trained context: stream index i (predicting ids[i+1]) is
+// inside when i < T, i.e. it attends over at most T tokens.
+struct Split {
+  double in = 0, past = 0;
+  int64_t n_in = 0, n_past = 0;
+  void Add(bool inside, double x) {
+    (inside ? in : past) += x;
+    ++(inside ? n_in : n_past);
+  }
+  double Mean() const { return (in + past) / static_cast<double>(std::max<int64_t>(n_in + n_past, 1)); }
+  double MeanIn() const { return in / static_cast<double>(std::max<int64_t>(n_in, 1)); }
+  double MeanPast() const { return past / static_cast<double>(std::max<int64_t>(n_past, 1)); }
+};
+
+// The tested cache against one reference: KL(ref ‖ test), top-1 agreement,
+// and the reference's own NLL per bucket.
+struct Comparison {
+  Split kld, agree, nll;
+  std::vector<double> bucket_nll;
+  double bucket_sum = 0;
+  int64_t bucket_n = 0;
+
+  void AddBucket(double token_nll, int bucket) {
+    bucket_sum += token_nll;
+    if (++bucket_n == bucket) Flush();
+  }
+  void Flush() {
+    if (bucket_n > 0) bucket_nll.push_back(bucket_sum / static_cast<double>(bucket_n));
+    bucket_sum = 0;
+    bucket_n = 0;
+  }
+  // Fields `<prefix>kld`, `<prefix>top1_agree` (+ _in_ctx, _past_ctx); with
+  // `with_nll`, also `<prefix>nll`, `<prefix>ppl` and the split NLLs.
+  void ToJson(const std::string& prefix, bool with_nll, nlohmann::json& j) const {
+    j[prefix + "kld"] = kld.Mean();
+    j[prefix + "kld_in_ctx"] = kld.MeanIn();
+    j[prefix + "kld_past_ctx"] = kld.MeanPast();
+    j[prefix + "top1_agree"] = agree.Mean();
+    j[prefix + "top1_agree_in_ctx"] = agree.MeanIn();
+    j[prefix + "top1_agree_past_ctx"] = agree.MeanPast();
+    if (!with_nll) return;
+    j[prefix + "nll"] = nll.Mean();
+    j[prefix + "ppl"] = std::exp(nll.Mean());
+    j[prefix + "nll_in_ctx"] = nll.MeanIn();
+    j[prefix + "nll_past_ctx"] = nll.MeanPast();
+    j[prefix + "bucket_nll"] = bucket_nll;
+  }
+};
+
 int RunPerplexity(const PerplexityOptions& opt) {
   if (opt.text_file.empty()) return ReportError("perplexity", InvalidArgument("no text given: use -f FILE"));
   if (opt.max_tokens < 0) return ReportError("perplexity", InvalidArgument("--max-tokens must be ≥ 0"));
@@ -56,6 +166,7 @@ int RunPerplexity(const PerplexityOptions& opt) {
   if (opt.max_tokens > 0 && static_cast<int64_t>(ids.size()) > opt.max_tokens + 1) ids.resize(opt.max_tokens + 1);
   if (ids.size() < 2) return ReportError("perplexity", InvalidArgument("'" + opt.text_file + "' has fewer than 2 tokens"));
   const size_t n_pred = ids.size() - 1;  // logits at i predict ids[i+1]
+  const size_t context = static_cast<size_t>(model.config.context_length);
 
   auto so = MakeSessionOptions(opt.kv, model.config);
   if (!so.ok()) return ReportError("perplexity", so.status());
@@ -63,22 +174,24 @@ int RunPerplexity(const PerplexityOptions& opt) {
   if (!session.ok()) return ReportError("perplexity", session.status());
   std::unique_ptr<Session> twin;
   if (opt.compare_full) {
-    SessionOptions full = *so;
-    full.kv = KvCacheOptions();
-    full.kv.policy = EvictionPolicy::kFull;
-    full.kv.key_format = KvFormat::kF32;
-    full.kv.value_format = KvFormat::kF32;
-    full.kv.capacity = static_cast<int>(std::min<size_t>(ids.size(), 1 << 26));
-    auto t = Session::Create(model, full);
+    auto t = FullF32Session(model, *so, ids.size());
     if (!t.ok()) return ReportError("perplexity", t.status());
     twin = std::move(t).value();
+  }
+  std::unique_ptr<Oracle> oracle;
+  if (opt.oracle) {
+    auto o = Oracle::Create(model, *so, model.config.context_length);
+    if (!o.ok()) return ReportError("perplexity", o.status());
+    oracle = std::make_unique<Oracle>(std::move(o).value());
   }
 
   const int vocab = model.config.vocab_size;
   const size_t batch = static_cast<size_t>(so->max_batch);
   std::vector<float> held(batch * static_cast<size_t>(vocab));  // test logits of one chunk
-  double nll = 0, kld = 0;
-  int64_t agree = 0;
+  std::vector<double> held_lse(batch);                           // and their log Σ exp
+  std::vector<int> held_top(batch);
+  Split nll;
+  Comparison vs_full, vs_oracle;
   std::vector<double> bucket_nll;
   double bucket_sum = 0;
   int64_t bucket_n = 0;
@@ -97,9 +210,9 @@ int RunPerplexity(const PerplexityOptions& opt) {
     if (!st.ok()) return ReportError("perplexity", st);
     for (size_t i = 0; i < len; ++i) {
       const float* lg = held.data() + i * vocab;
-      int top = 0;
-      const double token_nll = LogSumExp(lg, vocab, &top) - lg[ids[start + i + 1]];
-      nll += token_nll;
+      held_lse[i] = LogSumExp(lg, vocab, &held_top[i]);
+      const double token_nll = held_lse[i] - lg[ids[start + i + 1]];
+      nll.Add(start + i < context, token_nll);
       bucket_sum += token_nll;
       if (++bucket_n == opt.bucket) {
         bucket_nll.push_back(bucket_sum / static_cast<double>(bucket_n));
@@ -107,20 +220,33 @@ int RunPerplexity(const PerplexityOptions& opt) {
         bucket_n = 0;
       }
     }
-    if (twin) {
-      st = twin->FeedAll(ids.data() + start, len, [&](size_t i, const float* ref) {
+    // Compares the reference's logits for token start+i with the held ones.
+    const auto compare = [&](Comparison& c) {
+      return [&, cp = &c](size_t i, const float* ref) {
         const float* lg = held.data() + i * vocab;
-        int top_ref = 0, top = 0;
+        const bool inside = start + i < context;
+        int top_ref = 0;
         const double lse_ref = LogSumExp(ref, vocab, &top_ref);
-        const double lse = LogSumExp(lg, vocab, &top);
         double kl = 0;
         for (int v = 0; v < vocab; ++v) {
           const double lp = ref[v] - lse_ref;
-          kl += std::exp(lp) * (lp - (lg[v] - lse));
+          kl += std::exp(lp) * (lp - (lg[v] - held_lse[i]));
         }
-        kld += std::max(0.0, kl);
-        agree += (top == top_ref);
-      });
+        cp->kld.Add(inside, std::max(0.0, kl));
+        cp->agree.Add(inside, held_top[i] == top_ref ? 1.0 : 0.0);
+        const double ref_nll = lse_ref - ref[ids[start + i + 1]];
+        cp->nll.Add(inside, ref_nll);
+        cp->AddBucket(ref_nll, opt.bucket);
+      };
+    };
+    if (twin) {
+      const auto fn = compare(vs_full);
+      st = twin->FeedAll(ids.data() + start, len, fn);
+      if (!st.ok()) return ReportError("perplexity", st);
+    }
+    if (oracle) {
+      const auto fn = compare(vs_oracle);
+      st = oracle->FeedAll(ids, start, len, fn);
       if (!st.ok()) return ReportError("perplexity", st);
     }
     const KvCacheStats cs = (*session)->cache().Stats();
@@ -132,11 +258,14 @@ int RunPerplexity(const PerplexityOptions& opt) {
     }
   }
   if (bucket_n > 0) bucket_nll.push_back(bucket_sum / static_cast<double>(bucket_n));
+  vs_full.Flush();
+  vs_oracle.Flush();
 
   const KvCacheStats cs = (*session)->cache().Stats();
-  const double mean_nll = nll / static_cast<double>(n_pred);
+  const double mean_nll = nll.Mean();
   const double compression = static_cast<double>(cs.f16_full_bytes) / static_cast<double>(std::max<uint64_t>(cs.held_bytes, 1));
   const KvCachePlan& plan = (*session)->cache().plan();
+  const double tokens_per_s = decode_seconds > 0 ? static_cast<double>(n_pred) / decode_seconds : 0.0;
   if (opt.json) {
     nlohmann::json j;
     j["model"] = opt.model.model;
@@ -144,42 +273,60 @@ int RunPerplexity(const PerplexityOptions& opt) {
     j["policy"] = EvictionPolicyName(plan.policy);
     j["key_format"] = KvFormatName(plan.key_format);
     j["value_format"] = KvFormatName(plan.value_format);
+    j["key_axis"] = KeyQuantAxisName(plan.key_axis);
+    j["key_rope"] = KeyRopeName(plan.key_rope);
+    j["hot_tail"] = plan.hot_tail;
     j["positions"] = PositionModeName(plan.positions);
     j["sinks"] = plan.sinks;
     j["heavy"] = plan.heavy;
     j["window"] = plan.window;
     j["capacity"] = plan.capacity;
+    j["h2o_score"] = H2OScoreName(plan.h2o_score);
     j["h2o_decay"] = plan.h2o_decay;
+    j["h2o_lifetime"] = plan.h2o_lifetime;
+    j["context_length"] = context;
     j["tokens"] = n_pred;
+    j["tokens_in_ctx"] = nll.n_in;
+    j["tokens_past_ctx"] = nll.n_past;
     j["nll"] = mean_nll;
     j["ppl"] = std::exp(mean_nll);
+    j["nll_in_ctx"] = nll.MeanIn();
+    j["nll_past_ctx"] = nll.MeanPast();
     j["kv_bytes"] = cs.held_bytes;
+    j["kv_tokens_held"] = cs.tokens_held;
     j["kv_arena_bytes"] = cs.arena_bytes;
     j["kv_bytes_f16_full"] = cs.f16_full_bytes;
     j["compression"] = compression;
     j["compression_avg"] = ratio_sum / static_cast<double>(std::max<int64_t>(ratio_n, 1));
     j["compression_worst"] = ratio_worst;
-    j["decode_tokens_per_s"] = decode_seconds > 0 ? static_cast<double>(n_pred) / decode_seconds : 0.0;
+    j["decode_tokens_per_s"] = tokens_per_s;
     j["bucket"] = opt.bucket;
     j["bucket_nll"] = bucket_nll;
     j["peak_rss_bytes"] = PeakRssBytes();
     if (twin) {
-      j["kld"] = kld / static_cast<double>(n_pred);
-      j["top1_agree"] = static_cast<double>(agree) / static_cast<double>(n_pred);
+      vs_full.ToJson("", /*with_nll=*/false, j);
+      j["full_nll"] = vs_full.nll.Mean();
+      j["full_ppl"] = std::exp(vs_full.nll.Mean());
+      j["full_bucket_nll"] = vs_full.bucket_nll;
     }
+    if (oracle) vs_oracle.ToJson("oracle_", /*with_nll=*/true, j);
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
   std::printf("%s\n", plan.Describe().c_str());
   std::printf("tokens %zu  perplexity %.4f  (mean NLL %.5f nats)\n", n_pred, std::exp(mean_nll), mean_nll);
   if (twin) {
-    std::printf("vs f32 full cache: mean KL %.6f  top-1 agreement %.2f%%\n", kld / static_cast<double>(n_pred),
-                100.0 * static_cast<double>(agree) / static_cast<double>(n_pred));
+    std::printf("vs f32 full cache: mean KL %.6f  top-1 agreement %.2f%%\n", vs_full.kld.Mean(),
+                100.0 * vs_full.agree.Mean());
+  }
+  if (oracle) {
+    std::printf("recompute oracle: perplexity %.4f; vs oracle: mean KL %.6f (past the context %.6f)  top-1 %.2f%%\n",
+                std::exp(vs_oracle.nll.Mean()), vs_oracle.kld.Mean(), vs_oracle.kld.MeanPast(),
+                100.0 * vs_oracle.agree.Mean());
   }
   std::printf("kv held %s (arena %s); f16 full cache %s; compression %.1fx\n", FormatBytes(cs.held_bytes).c_str(),
               FormatBytes(cs.arena_bytes).c_str(), FormatBytes(cs.f16_full_bytes).c_str(), compression);
-  std::printf("%.1f tokens/s; peak RSS %s\n", decode_seconds > 0 ? static_cast<double>(n_pred) / decode_seconds : 0.0,
-              FormatBytes(PeakRssBytes()).c_str());
+  std::printf("%.1f tokens/s; peak RSS %s\n", tokens_per_s, FormatBytes(PeakRssBytes()).c_str());
   return 0;
 }
 
@@ -192,6 +339,9 @@ CommandRunner RegisterPerplexityCommand(CLI::App& app) {
   sub->add_option("-f,--file", opt->text_file, "Text file (UTF-8), scored as one stream after a BOS")->required();
   sub->add_option("--max-tokens", opt->max_tokens, "Score at most this many tokens (default: all)");
   sub->add_flag("--compare-full", opt->compare_full, "Also run an f32 full-cache twin: KL divergence, top-1 agreement");
+  sub->add_flag("--oracle", opt->oracle,
+                "Also run the recompute oracle (f32, restarted every context/2 tokens past the context): its NLL, "
+                "and KL divergence / top-1 agreement against it");
   sub->add_flag("--json", opt->json, "Print one JSON object");
   sub->add_option("--bucket", opt->bucket, "Tokens per NLL bucket in the JSON (default 1024)");
   AddKvFlags(sub, &opt->kv);

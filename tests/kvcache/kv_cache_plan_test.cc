@@ -101,5 +101,52 @@ TEST(KvCachePlanTest, BadOptions) {
   EXPECT_NE(p.status().message().find("--kv-budget"), std::string::npos);
 }
 
+// The ablation layouts cost what the formats say: token-wise INT4 keys at
+// head_dim 8 take exactly the bytes of channel-wise ones (16 f16 scale/min
+// pairs either way), and a quantized tail holds a block in the key/value formats.
+TEST(KvCachePlanTest, AblationBytes) {
+  KvCacheOptions o = Opt(EvictionPolicy::kSinks, KvFormat::kInt4, KvFormat::kInt4, 0);
+  o.capacity = 260;
+  auto channel = PlanKvCache(Stories(), o, 1);
+  o.key_axis = KeyQuantAxis::kToken;
+  auto token = PlanKvCache(Stories(), o, 1);
+  ASSERT_TRUE(channel.ok() && token.ok());
+  EXPECT_EQ(channel->key_block_bytes, KeyBlockBytes(KvFormat::kInt4, 8));
+  EXPECT_EQ(token->key_block_bytes, ValueBlockBytes(KvFormat::kInt4, 8));
+  EXPECT_EQ(token->key_block_bytes, channel->key_block_bytes);
+  EXPECT_GT(token->scratch_bytes_per_thread, channel->scratch_bytes_per_thread);  // f32 decode of every block
+  o.key_axis = KeyQuantAxis::kChannel;
+  o.hot_tail = false;
+  auto cold = PlanKvCache(Stories(), o, 1);
+  ASSERT_TRUE(cold.ok());
+  EXPECT_EQ(cold->tail_key_format(), KvFormat::kInt4);
+  EXPECT_EQ(cold->tail_key_bytes, channel->key_block_bytes);
+  EXPECT_EQ(cold->tail_value_bytes, channel->value_block_bytes);
+  EXPECT_LT(cold->lane_bytes, channel->lane_bytes);
+}
+
+TEST(KvCachePlanTest, BadVariantOptions) {
+  KvCacheOptions o = Opt(EvictionPolicy::kH2O, KvFormat::kInt4, KvFormat::kInt4, 0);
+  o.capacity = 256;
+  ASSERT_TRUE(PlanKvCache(Stories(), o, 1).ok());
+  o.key_rope = KeyRope::kPost;  // heavy hitters would need per-token rotation
+  EXPECT_FALSE(PlanKvCache(Stories(), o, 1).ok());
+  o.key_rope = KeyRope::kPre;
+  EXPECT_TRUE(PlanKvCache(Stories(), o, 1).ok());
+  o.h2o_score = H2OScore::kTova;
+  o.h2o_decay = 0.9f;  // decay belongs to the cumulative score
+  EXPECT_FALSE(PlanKvCache(Stories(), o, 1).ok());
+  o.h2o_decay = 1.0f;
+  o.h2o_lifetime = -1;
+  EXPECT_FALSE(PlanKvCache(Stories(), o, 1).ok());
+  KeyRope r;
+  H2OScore sc;
+  KeyQuantAxis a;
+  EXPECT_TRUE(ParseKeyRope("pre", &r) && r == KeyRope::kPre);
+  EXPECT_TRUE(ParseH2OScore("age", &sc) && sc == H2OScore::kAge);
+  EXPECT_TRUE(ParseKeyQuantAxis("token", &a) && a == KeyQuantAxis::kToken);
+  EXPECT_FALSE(ParseKeyRope("rope", &r));
+}
+
 }  // namespace
 }  // namespace kvedge
