@@ -13,6 +13,10 @@
 // then change (StreamingLLM in-cache positions, H2O compaction) without
 // touching stored keys. RoPE rotates adjacent pairs (2i, 2i+1) (llama "normal"
 // mode); channels ≥ rope_dim are not rotated.
+//
+// Alignment: blocks must be 4-byte aligned (they hold f32 and f16 arrays;
+// every block size in kv_format.h is a multiple of 4, so blocks laid end to
+// end from an aligned base are). No kernel assumes vector alignment.
 #ifndef KVEDGE_SIMD_KV_KERNELS_H_
 #define KVEDGE_SIMD_KV_KERNELS_H_
 

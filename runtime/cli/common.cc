@@ -135,12 +135,12 @@ StatusOr<SessionOptions> MakeSessionOptions(const KvFlags& f, const ModelConfig&
   kv.heavy = f.heavy;
   if (f.h2o_score == "decay") {
     kv.h2o_score = H2OScore::kCumulative;
-    kv.h2o_decay = f.h2o_decay == 0.0f ? 0.99f : f.h2o_decay;
+    kv.h2o_decay = f.h2o_decay.value_or(0.99f);
     if (kv.h2o_decay >= 1.0f) return InvalidArgument("--h2o-score decay needs --h2o-decay below 1");
   } else if (!ParseH2OScore(f.h2o_score, &kv.h2o_score)) {
     return InvalidArgument("--h2o-score '" + f.h2o_score + "' is unknown: use cumulative, decay, tova or age");
   } else {
-    kv.h2o_decay = f.h2o_decay == 0.0f ? 1.0f : f.h2o_decay;
+    kv.h2o_decay = f.h2o_decay.value_or(1.0f);
   }
   kv.h2o_lifetime = f.h2o_lifetime;
   if (!ParseKeyQuantAxis(f.key_axis, &kv.key_axis)) {

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kvcache/kv_cache_plan.h"
@@ -36,7 +37,7 @@ struct KvFlags {
   int window = -1;
   int heavy = -1;
   std::string positions = "in-cache";
-  float h2o_decay = 0.0f;  // 0: unset (1, or 0.99 with --h2o-score decay)
+  std::optional<float> h2o_decay;  // unset: 1, or 0.99 with --h2o-score decay
   std::string h2o_score = "cumulative";
   int h2o_lifetime = 0;
   std::string key_axis = "channel";

@@ -55,7 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   flags.window = ToInt(f[8]);
   flags.heavy = ToInt(f[9]);
   flags.threads = ToInt(f[10]) % 300;
-  flags.h2o_decay = f[11].empty() ? 1.0f : static_cast<float>(ToInt(f[11])) / 1000.0f;
+  if (!f[11].empty()) flags.h2o_decay = static_cast<float>(ToInt(f[11])) / 1000.0f;
   kvedge::ModelConfig config;
   config.n_layers = 2;
   config.n_heads = 4;

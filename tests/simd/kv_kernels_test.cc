@@ -29,16 +29,18 @@ constexpr int kG = kKvBlockTokens;
 constexpr KvFormat kFormats[] = {KvFormat::kF32, KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4};
 constexpr int kHeadDims[] = {8, 16, 32, 64, 96, 128, 256};
 
-// Blocks at deliberately odd byte offsets (block b starts b % 3 bytes past a
-// fresh allocation) so no kernel may assume alignment.
+// Blocks at offsets no vector width divides (block b starts 4·(b % 3) bytes
+// past a fresh allocation), so no kernel may assume vector alignment. Blocks
+// hold f32/f16 arrays, so 4-byte alignment is the kernels' stated
+// precondition (the arena's block sizes are all multiples of 4).
 struct BlockRun {
   std::vector<std::vector<uint8_t>> storage;
   std::vector<const uint8_t*> ptrs;
   std::vector<uint8_t*> mut;
   BlockRun(size_t n, size_t bytes) : storage(n) {
     for (size_t b = 0; b < n; ++b) {
-      storage[b].assign(bytes + 3, 0xCD);
-      mut.push_back(storage[b].data() + b % 3);
+      storage[b].assign(bytes + 8, 0xCD);
+      mut.push_back(storage[b].data() + 4 * (b % 3));
       ptrs.push_back(mut.back());
     }
   }
