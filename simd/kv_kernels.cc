@@ -599,38 +599,81 @@ HWY_INLINE void ScoreGroup(KvFormat f, int d, const uint8_t* HWY_RESTRICT block,
   }
 }
 
-// qs[c] = (R(angles) q)[c] · kscale[c] (kscale null: unquantized, factor 1);
-// returns Σ_c (R q)[c]·kmin[c] (0 if unquantized). q: [D] interleaved pairs,
-// read directly (no per-call deinterleaved copy: the kernel takes any nq).
-HWY_INLINE float PrepareQuery(int d, size_t half, const float* HWY_RESTRICT q, const float* HWY_RESTRICT angles,
-                              const float* HWY_RESTRICT kscale, const float* HWY_RESTRICT kmin,
-                              float* HWY_RESTRICT qs) {
+// One block's key scales and mins as f32, split like the rotated query: even
+// channels 2i (e0), odd channels 2i+1 (e1) for i < rope_dim/2, then the
+// unrotated tail channels. Widened once per block, shared by every query.
+struct KeyFoldF32 {
+  HWY_ALIGN float s0[kMaxHeadDim / 2], s1[kMaxHeadDim / 2];  // [rope_dim/2] scales
+  HWY_ALIGN float m0[kMaxHeadDim / 2], m1[kMaxHeadDim / 2];  // [rope_dim/2] mins
+  HWY_ALIGN float s[kMaxHeadDim], m[kMaxHeadDim];            // [D] as stored
+};
+
+HWY_INLINE void LoadKeyFold(KvFormat f, int d, size_t half, const uint8_t* HWY_RESTRICT block, KeyFoldF32* k) {
+  F32FromF16Array(block + KeyBlockScalesOffset(f, d), static_cast<size_t>(d), k->s);
+  F32FromF16Array(block + KeyBlockMinsOffset(f, d), static_cast<size_t>(d), k->m);
   const hn::CappedTag<float, 16> df;
   const size_t N = hn::Lanes(df);
   size_t i = 0;
   for (; i + N <= half; i += N) {
     hn::Vec<decltype(df)> a, b;
-    hn::LoadInterleaved2(df, q + 2 * i, a, b);
-    const auto c = hn::LoadU(df, angles + i);
-    const auto s = hn::LoadU(df, angles + half + i);
-    hn::StoreInterleaved2(hn::Sub(hn::Mul(a, c), hn::Mul(b, s)), hn::Add(hn::Mul(a, s), hn::Mul(b, c)), df,
-                          qs + 2 * i);
+    hn::LoadInterleaved2(df, k->s + 2 * i, a, b);
+    hn::Store(a, df, k->s0 + i);
+    hn::Store(b, df, k->s1 + i);
+    hn::LoadInterleaved2(df, k->m + 2 * i, a, b);
+    hn::Store(a, df, k->m0 + i);
+    hn::Store(b, df, k->m1 + i);
   }
   for (; i < half; ++i) {
+    k->s0[i] = k->s[2 * i];
+    k->s1[i] = k->s[2 * i + 1];
+    k->m0[i] = k->m[2 * i];
+    k->m1[i] = k->m[2 * i + 1];
+  }
+}
+
+// qs[c] = (R(angles) q)[c] · scale[c] (kf null: unquantized, factor 1);
+// returns Σ_c (R q)[c]·min[c] (0 if unquantized). Rotation and fold in one
+// pass over the pairs. q: [D] interleaved pairs, read directly (no per-call
+// deinterleaved copy: the kernel takes any nq).
+HWY_INLINE float PrepareQuery(int d, size_t half, const float* HWY_RESTRICT q, const float* HWY_RESTRICT angles,
+                              const KeyFoldF32* HWY_RESTRICT kf, float* HWY_RESTRICT qs) {
+  const hn::CappedTag<float, 16> df;
+  using V = hn::Vec<decltype(df)>;
+  const size_t N = hn::Lanes(df);
+  V vbias = hn::Zero(df);
+  size_t i = 0;
+  for (; i + N <= half; i += N) {
+    V a, b;
+    hn::LoadInterleaved2(df, q + 2 * i, a, b);
+    const V c = hn::LoadU(df, angles + i);
+    const V s = hn::LoadU(df, angles + half + i);
+    V r0 = hn::Sub(hn::Mul(a, c), hn::Mul(b, s));
+    V r1 = hn::Add(hn::Mul(a, s), hn::Mul(b, c));
+    if (kf != nullptr) {
+      vbias = hn::MulAdd(r0, hn::Load(df, kf->m0 + i), hn::MulAdd(r1, hn::Load(df, kf->m1 + i), vbias));
+      r0 = hn::Mul(r0, hn::Load(df, kf->s0 + i));
+      r1 = hn::Mul(r1, hn::Load(df, kf->s1 + i));
+    }
+    hn::StoreInterleaved2(r0, r1, df, qs + 2 * i);
+  }
+  float bias = hn::GetLane(hn::SumOfLanes(df, vbias));
+  for (; i < half; ++i) {
     const float c = angles[i], s = angles[half + i];
-    qs[2 * i] = q[2 * i] * c - q[2 * i + 1] * s;
-    qs[2 * i + 1] = q[2 * i] * s + q[2 * i + 1] * c;
+    float r0 = q[2 * i] * c - q[2 * i + 1] * s;
+    float r1 = q[2 * i] * s + q[2 * i + 1] * c;
+    if (kf != nullptr) {
+      bias += r0 * kf->m0[i] + r1 * kf->m1[i];
+      r0 *= kf->s0[i];
+      r1 *= kf->s1[i];
+    }
+    qs[2 * i] = r0;
+    qs[2 * i + 1] = r1;
   }
-  for (int c = static_cast<int>(2 * half); c < d; ++c) qs[c] = q[c];
-  if (kscale == nullptr) return 0.0f;
-  const hn::CappedTag<float, 8> d8;  // divides every head dim (multiples of 8)
-  auto bias = hn::Zero(d8);
-  for (size_t c = 0; c < static_cast<size_t>(d); c += hn::Lanes(d8)) {
-    const auto qr = hn::Load(d8, qs + c);
-    hn::Store(hn::Mul(qr, hn::Load(d8, kscale + c)), d8, qs + c);
-    bias = hn::MulAdd(qr, hn::Load(d8, kmin + c), bias);
+  for (int c = static_cast<int>(2 * half); c < d; ++c) {
+    qs[c] = kf != nullptr ? q[c] * kf->s[c] : q[c];
+    if (kf != nullptr) bias += q[c] * kf->m[c];
   }
-  return hn::GetLane(hn::SumOfLanes(d8, bias));
+  return bias;
 }
 
 void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTRICT q, size_t nq,
@@ -640,22 +683,17 @@ void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTR
   const size_t block_bytes = KeyBlockBytes(f, d);
   const bool quantized = IsQuantized(f);
   HWY_ALIGN float qs[kQueryGroup * kMaxHeadDim];  // [group][kMaxHeadDim] rotated, scale-folded queries
-  HWY_ALIGN float kscale[kMaxHeadDim];            // [D] the block's key scales as f32
-  HWY_ALIGN float kmin[kMaxHeadDim];              // [D] the block's key mins as f32
+  KeyFoldF32 kf;                                  // the block's scales/mins as f32
   float bias[kQueryGroup];                        // [group] Σ_c qr·min
   for (size_t b = 0; b < n_blocks; ++b) {
     const uint8_t* HWY_RESTRICT block = blocks[b];
     const float* HWY_RESTRICT angles = rot + b * rope_dim;
     PrefetchBlock(blocks, n_blocks, b, block_bytes);
-    if (quantized) {  // shared by every query of the block
-      F32FromF16Array(block + KeyBlockScalesOffset(f, d), static_cast<size_t>(d), kscale);
-      F32FromF16Array(block + KeyBlockMinsOffset(f, d), static_cast<size_t>(d), kmin);
-    }
+    if (quantized) LoadKeyFold(f, d, half, block, &kf);  // shared by every query of the block
     for (size_t q0 = 0; q0 < nq;) {
       const size_t g = NextGroup(nq - q0);
       for (size_t i = 0; i < g; ++i) {
-        bias[i] = PrepareQuery(d, half, q + (q0 + i) * d, angles, quantized ? kscale : nullptr, kmin,
-                               qs + i * kMaxHeadDim);
+        bias[i] = PrepareQuery(d, half, q + (q0 + i) * d, angles, quantized ? &kf : nullptr, qs + i * kMaxHeadDim);
       }
       float* out = scores + q0 * scores_stride + b * kG;
       switch (g) {
