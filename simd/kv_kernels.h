@@ -60,8 +60,9 @@ void AccumulateValueBlocks(KvFormat f, int head_dim, const float* weights, const
 // With GQA the nq query heads of a group attend to the same lane. The single-
 // query kernels above would stream every block nq times; these read each
 // block once per call and decode each code vector once for up to 8 queries
-// (4 on x86 below AVX-512), so at depths beyond the caches the call costs
-// about one pass over the lane's bytes plus nq times the (cheap) FMAs.
+// (4 on x86 below AVX-512): one pass over the lane's bytes, plus nq times
+// the FMAs, which then bound int4/int8 (f32/f16 stay memory-bound; measured
+// in docs/kernels.md).
 // Results equal nq calls of the single-query kernels up to f32 rounding.
 
 // For each query i < nq, block b < n_blocks and slot t < G:
