@@ -1,6 +1,7 @@
 // Single-threaded KV kernel benchmarks: machine read bandwidth, decode
 // attention per KV format (scores + softmax + value sum, from memory, not
-// cache), and block sealing (quantization). Reports bytes/s and tokens/s.
+// cache) for one query head and for a GQA group of heads sharing a lane, and
+// block sealing (quantization). Reports bytes/s and tokens/s.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -63,50 +64,103 @@ struct BlockPool {
   }
 };
 
-// One query head attending over a lane of ctx tokens, cycling over enough
-// lanes that the KV bytes touched per cycle exceed 256 MiB.
-void BM_DecodeAttention(benchmark::State& state, KvFormat f, int d, int ctx) {
-  const size_t n_blocks = static_cast<size_t>(ctx) / kG;
-  const size_t kb = KeyBlockBytes(f, d), vb = ValueBlockBytes(f, d);
-  const size_t lane_bytes = n_blocks * (kb + vb);
-  const size_t lanes = (256 * kMiB) / lane_bytes + 2;
-  auto arena = hwy::AllocateAligned<uint8_t>(lanes * lane_bytes);
-  const BlockPool pool(f, d);
+// Lanes of ctx tokens in one arena, enough of them that the KV bytes touched
+// per cycle exceed 256 MiB (every lane is cold when it comes round again).
+struct LaneArena {
+  size_t n_blocks, lane_bytes, lanes;
+  hwy::AlignedFreeUniquePtr<uint8_t[]> arena;
   // [lane][block] key pointers, then value pointers; keys of a lane are
   // contiguous, then its values.
-  std::vector<const uint8_t*> kptr(lanes * n_blocks), vptr(lanes * n_blocks);
-  for (size_t l = 0; l < lanes; ++l) {
-    uint8_t* lane = arena.get() + l * lane_bytes;
+  std::vector<const uint8_t*> kptr, vptr;
+  std::vector<float> rot;  // [n_blocks][d] cos/sin per block, shared by every lane
+  LaneArena(KvFormat f, int d, int ctx) : n_blocks(static_cast<size_t>(ctx) / kG) {
+    const size_t kb = KeyBlockBytes(f, d), vb = ValueBlockBytes(f, d);
+    lane_bytes = n_blocks * (kb + vb);
+    lanes = (256 * kMiB) / lane_bytes + 2;
+    arena = hwy::AllocateAligned<uint8_t>(lanes * lane_bytes);
+    const BlockPool pool(f, d);
+    kptr.resize(lanes * n_blocks);
+    vptr.resize(lanes * n_blocks);
+    for (size_t l = 0; l < lanes; ++l) {
+      uint8_t* lane = arena.get() + l * lane_bytes;
+      for (size_t b = 0; b < n_blocks; ++b) {
+        uint8_t* kp = lane + b * kb;
+        uint8_t* vp = lane + n_blocks * kb + b * vb;
+        std::memcpy(kp, pool.keys[(l + b) % pool.keys.size()].data(), kb);
+        std::memcpy(vp, pool.values[(l + 3 * b) % pool.values.size()].data(), vb);
+        kptr[l * n_blocks + b] = kp;
+        vptr[l * n_blocks + b] = vp;
+      }
+    }
+    rot.resize(n_blocks * d);
     for (size_t b = 0; b < n_blocks; ++b) {
-      uint8_t* kp = lane + b * kb;
-      uint8_t* vp = lane + n_blocks * kb + b * vb;
-      std::memcpy(kp, pool.keys[(l + b) % pool.keys.size()].data(), kb);
-      std::memcpy(vp, pool.values[(l + 3 * b) % pool.values.size()].data(), vb);
-      kptr[l * n_blocks + b] = kp;
-      vptr[l * n_blocks + b] = vp;
+      RopeAngles(10000.0, d, static_cast<int64_t>((n_blocks - b) * kG), rot.data() + b * d);
     }
   }
-  // [n_blocks][d] cos/sin per block: the same distances for every lane.
-  std::vector<float> rot(n_blocks * d);
-  for (size_t b = 0; b < n_blocks; ++b) {
-    RopeAngles(10000.0, d, static_cast<int64_t>((n_blocks - b) * kG), rot.data() + b * d);
-  }
-  std::vector<float> q(d), scores(n_blocks * kG), out(d);
+};
+
+std::vector<float> GaussianQueries(size_t n) {
+  std::vector<float> q(n);
   std::mt19937 rng(2);
   std::normal_distribution<float> n01(0.0f, 1.0f);
   for (float& x : q) x = n01(rng);
+  return q;
+}
+
+// One query head attending over a lane of ctx tokens, cycling over the lanes.
+void BM_DecodeAttention(benchmark::State& state, KvFormat f, int d, int ctx) {
+  const LaneArena a(f, d, ctx);
+  const size_t n_blocks = a.n_blocks;
+  const std::vector<float> q = GaussianQueries(d);
+  std::vector<float> scores(n_blocks * kG), out(d);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   size_t lane = 0;
   for (auto _ : state) {
-    ScoreKeyBlocks(f, d, d, q.data(), rot.data(), kptr.data() + lane * n_blocks, n_blocks, scale, scores.data());
+    ScoreKeyBlocks(f, d, d, q.data(), a.rot.data(), a.kptr.data() + lane * n_blocks, n_blocks, scale, scores.data());
     SoftmaxInPlace(scores.data(), scores.size());
-    AccumulateValueBlocks(f, d, scores.data(), vptr.data() + lane * n_blocks, n_blocks, out.data());
+    AccumulateValueBlocks(f, d, scores.data(), a.vptr.data() + lane * n_blocks, n_blocks, out.data());
     benchmark::DoNotOptimize(out.data());
-    lane = lane + 1 == lanes ? 0 : lane + 1;
+    lane = lane + 1 == a.lanes ? 0 : lane + 1;
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * lane_bytes));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * a.lane_bytes));
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * ctx);
-  state.counters["lanes"] = static_cast<double>(lanes);
+  state.counters["lanes"] = static_cast<double>(a.lanes);
+}
+
+// nq query heads of one GQA group attending over the same lane. multi: the
+// multi-query kernels (one pass over the lane); otherwise nq single-query
+// calls in a row, as AttendLane did (the later passes may hit L2/L3).
+// bytes = the lane's KV bytes (read once), items = query-tokens attended.
+void BM_DecodeAttentionGqa(benchmark::State& state, KvFormat f, int d, int ctx, int nq, bool multi) {
+  const LaneArena a(f, d, ctx);
+  const size_t n_blocks = a.n_blocks;
+  const size_t n = static_cast<size_t>(nq);
+  const size_t row = n_blocks * kG;
+  const std::vector<float> q = GaussianQueries(n * d);
+  std::vector<float> scores(n * row), out(n * d);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  size_t lane = 0;
+  for (auto _ : state) {
+    const uint8_t* const* kp = a.kptr.data() + lane * n_blocks;
+    const uint8_t* const* vp = a.vptr.data() + lane * n_blocks;
+    if (multi) {
+      ScoreKeyBlocksMulti(f, d, d, q.data(), n, a.rot.data(), kp, n_blocks, scale, scores.data(), row);
+      for (size_t i = 0; i < n; ++i) SoftmaxInPlace(scores.data() + i * row, row);
+      AccumulateValueBlocksMulti(f, d, scores.data(), row, n, vp, n_blocks, out.data());
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        float* si = scores.data() + i * row;
+        ScoreKeyBlocks(f, d, d, q.data() + i * d, a.rot.data(), kp, n_blocks, scale, si);
+        SoftmaxInPlace(si, row);
+        AccumulateValueBlocks(f, d, si, vp, n_blocks, out.data() + i * d);
+      }
+    }
+    benchmark::DoNotOptimize(out.data());
+    lane = lane + 1 == a.lanes ? 0 : lane + 1;
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * a.lane_bytes));
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * ctx * nq);
+  state.counters["lanes"] = static_cast<double>(a.lanes);
 }
 
 // Sealing one key block and one value block from f32 (hot in cache).
@@ -138,6 +192,20 @@ bool RegisterKvBenchmarks() {
         benchmark::RegisterBenchmark(name.c_str(), BM_DecodeAttention, f, d, ctx)
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
+      }
+    }
+  }
+  // GQA groups (Llama-2/3: 4 query heads per kv head; TinyLlama: 8), hd128.
+  for (int ctx : {4096, 32768}) {
+    for (KvFormat f : formats) {
+      for (int nq : {4, 8}) {
+        for (bool multi : {true, false}) {
+          const std::string name = std::string("DecodeAttentionGqa/") + KvFormatName(f) + "/hd128/ctx" +
+                                   std::to_string(ctx) + "/q" + std::to_string(nq) + (multi ? "" : "/loop");
+          benchmark::RegisterBenchmark(name.c_str(), BM_DecodeAttentionGqa, f, 128, ctx, nq, multi)
+              ->Unit(benchmark::kMicrosecond)
+              ->UseRealTime();
+        }
       }
     }
   }

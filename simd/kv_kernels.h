@@ -59,6 +59,32 @@ void ScoreKeyBlocks(KvFormat f, int head_dim, int rope_dim, const float* q, cons
 void AccumulateValueBlocks(KvFormat f, int head_dim, const float* weights, const uint8_t* const* blocks,
                            size_t n_blocks, float* out);
 
+// ---- Grouped-query attention: all query heads of one kv head at once ----
+//
+// With GQA the nq query heads of a group attend to the same lane. The single-
+// query kernels above would stream every block nq times; these read each
+// block once per call and decode each code vector once for up to 8 queries
+// (4 on x86 below AVX-512): one pass over the lane's bytes, plus nq times
+// the FMAs, which then bound int4/int8 (f32/f16 stay memory-bound; measured
+// in docs/kernels.md).
+// Results equal nq calls of the single-query kernels up to f32 rounding.
+
+// For each query i < nq, block b < n_blocks and slot t < G:
+//   scores[i·scores_stride + b·G + t] = scale · dot(R_b q_i, k_{b,t})
+// q: [nq][head_dim] f32, pre-RoPE, rows contiguous. rot, blocks: as
+// ScoreKeyBlocks (the same block distances serve every query of the group).
+// scores: [nq] rows of scores_stride ≥ n_blocks·G floats. Any nq ≥ 1.
+void ScoreKeyBlocksMulti(KvFormat f, int head_dim, int rope_dim, const float* q, size_t nq, const float* rot,
+                         const uint8_t* const* blocks, size_t n_blocks, float scale, float* scores,
+                         size_t scores_stride);
+
+// For each i < nq: out[i·head_dim + c] += Σ_b Σ_{t<G} weights[i·weights_stride + b·G + t] · v_{b,t}[c].
+// weights: [nq] rows of weights_stride ≥ n_blocks·G floats (masked slots 0).
+// out: [nq][head_dim] f32, accumulated into. Blocks are streamed once per 8
+// queries (GQA groups of ≤ 8: once).
+void AccumulateValueBlocksMulti(KvFormat f, int head_dim, const float* weights, size_t weights_stride, size_t nq,
+                                const uint8_t* const* blocks, size_t n_blocks, float* out);
+
 // In place over x[0..n): x = exp(x − max) / Σ exp(x − max). Entries equal to
 // −infinity become 0 (masked slots). Returns the max (for logsumexp users).
 // n ≥ 1 and at least one finite entry.

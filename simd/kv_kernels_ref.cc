@@ -177,6 +177,21 @@ void AccumulateValueBlocks(KvFormat f, int d, const float* weights, const uint8_
   }
 }
 
+void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* q, size_t nq, const float* rot,
+                         const uint8_t* const* blocks, size_t n_blocks, float scale, float* scores,
+                         size_t scores_stride) {
+  for (size_t i = 0; i < nq; ++i) {
+    ScoreKeyBlocks(f, d, rope_dim, q + i * d, rot, blocks, n_blocks, scale, scores + i * scores_stride);
+  }
+}
+
+void AccumulateValueBlocksMulti(KvFormat f, int d, const float* weights, size_t weights_stride, size_t nq,
+                                const uint8_t* const* blocks, size_t n_blocks, float* out) {
+  for (size_t i = 0; i < nq; ++i) {
+    AccumulateValueBlocks(f, d, weights + i * weights_stride, blocks, n_blocks, out + i * d);
+  }
+}
+
 float SoftmaxInPlace(float* x, size_t n) {
   float max = -std::numeric_limits<float>::infinity();
   for (size_t i = 0; i < n; ++i) max = std::max(max, x[i]);

@@ -28,6 +28,10 @@ namespace kv_test {
 constexpr int kG = kKvBlockTokens;
 constexpr KvFormat kFormats[] = {KvFormat::kF32, KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4};
 constexpr int kHeadDims[] = {8, 16, 32, 64, 96, 128, 256};
+// Query-group sizes for the multi-query kernels: the asked-for 1, 2, 3, 4, 8
+// plus 5 (a 4-group and a remainder on 8-wide targets), 9 (an 8-group plus
+// one; two value passes).
+constexpr size_t kQueryCounts[] = {1, 2, 3, 4, 5, 8, 9};
 
 // Blocks at offsets no vector width divides (block b starts 4·(b % 3) bytes
 // past a fresh allocation), so no kernel may assume vector alignment. Blocks
@@ -396,6 +400,111 @@ void TestAccumulateMatchesRef() {
   }
 }
 
+// ScoreKeyBlocksMulti vs the reference at every format, head dim, partial
+// RoPE, odd block counts and query counts; q, rot, scores and blocks
+// unaligned, score rows with an odd stride. Tolerance as TestScoreMatchesRef,
+// per query: 2e-5·scale·Σ_c |q_ic|·(|k_ct| + |m_c|).
+void TestScoreMultiMatchesRef() {
+  std::mt19937 rng(9);
+  for (KvFormat f : kt::kFormats) {
+    for (int d : kt::kHeadDims) {
+      for (int rope_dim : {d, d / 2}) {
+        for (size_t n_blocks : {1, 2, 3, 5, 7, 16}) {
+          kt::BlockRun run(n_blocks, KeyBlockBytes(f, d));
+          std::vector<float> channel_scale;
+          std::vector<std::vector<float>> k(n_blocks);
+          for (size_t b = 0; b < n_blocks; ++b) {
+            const std::vector<float> src = kt::RealisticKeys(rng, d, &channel_scale);
+            EncodeKeyBlock(f, d, src.data(), run.mut[b]);
+            k[b].resize(src.size());
+            ref::DecodeKeyBlock(f, d, run.ptrs[b], k[b].data());
+          }
+          std::vector<float> rot(n_blocks * rope_dim + 1);
+          for (size_t b = 0; b < n_blocks; ++b) {
+            RopeAngles(10000.0, rope_dim, static_cast<int64_t>(rng() % 5000), rot.data() + 1 + b * rope_dim);
+          }
+          for (size_t nq : kt::kQueryCounts) {
+            const std::vector<float> q = kt::Gaussian(rng, nq * d + 1);
+            const size_t stride = n_blocks * kt::kG + 3;
+            std::vector<float> fast(nq * stride + 1, -7.0f), slow(nq * stride, -7.0f);
+            const float scale = 0.125f;
+            ScoreKeyBlocksMulti(f, d, rope_dim, q.data() + 1, nq, rot.data() + 1, run.ptrs.data(), n_blocks, scale,
+                                fast.data() + 1, stride);
+            ref::ScoreKeyBlocksMulti(f, d, rope_dim, q.data() + 1, nq, rot.data() + 1, run.ptrs.data(), n_blocks,
+                                     scale, slow.data(), stride);
+            for (size_t i = 0; i < nq; ++i) {
+              const float* qi = q.data() + 1 + i * d;
+              for (size_t b = 0; b < n_blocks; ++b) {
+                const uint8_t* mins = run.ptrs[b] + KeyBlockMinsOffset(f, d);
+                for (int t = 0; t < kt::kG; ++t) {
+                  double mag = 0.0;
+                  for (int c = 0; c < d; ++c) {
+                    const double m = IsQuantized(f) ? std::fabs(kt::F16At(mins, c)) : 0.0;
+                    mag += std::fabs(qi[c]) * (std::fabs(k[b][c * kt::kG + t]) + m);
+                  }
+                  const size_t at = i * stride + b * kt::kG + t;
+                  ASSERT_NEAR(fast[at + 1], slow[at], 2e-5 * scale * mag + 1e-30)
+                      << KvFormatName(f) << " d=" << d << " rope=" << rope_dim << " blocks=" << n_blocks
+                      << " nq=" << nq << " query=" << i << " slot=" << b * kt::kG + t;
+                }
+              }
+              for (size_t pad = n_blocks * kt::kG; pad < stride; ++pad) {
+                ASSERT_EQ(fast[1 + i * stride + pad], -7.0f) << "wrote past a score row, nq=" << nq;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// AccumulateValueBlocksMulti vs the reference; weights per query a softmax
+// with masked zeros in rows of odd stride; out starts non-zero and unaligned.
+// Tolerance as TestAccumulateMatchesRef, per query: 2e-5·Σ w·(|v| + |m|).
+void TestAccumulateMultiMatchesRef() {
+  std::mt19937 rng(10);
+  for (KvFormat f : kt::kFormats) {
+    for (int d : kt::kHeadDims) {
+      for (size_t n_blocks : {1, 2, 3, 5, 7, 16}) {
+        kt::BlockRun run(n_blocks, ValueBlockBytes(f, d));
+        std::vector<std::vector<float>> deq(n_blocks);
+        for (size_t b = 0; b < n_blocks; ++b) {
+          std::vector<float> v = kt::Gaussian(rng, static_cast<size_t>(d) * kt::kG, 2.0f, 0.5f);
+          EncodeValueBlock(f, d, v.data(), run.mut[b]);
+          deq[b].resize(v.size());
+          ref::DecodeValueBlock(f, d, run.ptrs[b], deq[b].data());
+        }
+        for (size_t nq : kt::kQueryCounts) {
+          const size_t stride = n_blocks * kt::kG + 5;
+          std::vector<float> w = kt::Gaussian(rng, nq * stride + 1, 2.0f);
+          for (size_t i = 0; i < nq; ++i) {
+            float* wi = w.data() + 1 + i * stride;
+            for (size_t s = i % 5; s < n_blocks * kt::kG; s += 5) wi[s] = -std::numeric_limits<float>::infinity();
+            SoftmaxInPlace(wi, n_blocks * kt::kG);
+          }
+          std::vector<float> fast = kt::Gaussian(rng, nq * d + 1);
+          std::vector<float> slow(fast.begin() + 1, fast.end());
+          AccumulateValueBlocksMulti(f, d, w.data() + 1, stride, nq, run.ptrs.data(), n_blocks, fast.data() + 1);
+          ref::AccumulateValueBlocksMulti(f, d, w.data() + 1, stride, nq, run.ptrs.data(), n_blocks, slow.data());
+          for (size_t i = 0; i < nq; ++i) {
+            const float* wi = w.data() + 1 + i * stride;
+            for (int c = 0; c < d; ++c) {
+              double mag = std::fabs(slow[i * d + c]);
+              for (size_t b = 0; b < n_blocks; ++b) {
+                for (int t = 0; t < kt::kG; ++t) mag += wi[b * kt::kG + t] * (std::fabs(deq[b][t * d + c]) + 4.0);
+              }
+              ASSERT_NEAR(fast[1 + i * d + c], slow[i * d + c], 2e-5 * mag)
+                  << KvFormatName(f) << " d=" << d << " blocks=" << n_blocks << " nq=" << nq << " query=" << i
+                  << " c=" << c;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Relative L2 error of the attention output (scores → softmax → values) with
 // K and V in int8/int4 vs the f32 cache, on keys with outlier channels and
 // Gaussian values, 2048 tokens, 16 queries. Bounds: int8 < 1% (issue goal);
@@ -460,6 +569,8 @@ HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestRopeIdentity);
 HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestRopeKernels);
 HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestSoftmax);
 HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestAccumulateMatchesRef);
+HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestScoreMultiMatchesRef);
+HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestAccumulateMultiMatchesRef);
 HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestAttentionErrorRealistic);
 }  // namespace kvedge
 #endif  // HWY_ONCE
