@@ -399,8 +399,8 @@ void KvCache::AttendLane(const LayerState& st, int layer, int kv_head, const flo
   const size_t slots_max = static_cast<size_t>(plan_.sinks) + all_blocks * G;
 
   ScratchCarver carve(scratch);
-  float* scores = carve.Take<float>(2 * slots_max);
-  float* prob_sum = scores + slots_max;
+  float* scores = carve.Take<float>((static_cast<size_t>(group) + 1) * slots_max);  // [group][slots_max]
+  float* prob_sum = scores + static_cast<size_t>(group) * slots_max;
   float* rot = carve.Take<float>(all_blocks * static_cast<size_t>(rd));
   const uint8_t** kblocks = carve.Take<const uint8_t*>(2 * all_blocks);
   const uint8_t** vblocks = kblocks + all_blocks;
@@ -473,17 +473,27 @@ void KvCache::AttendLane(const LayerState& st, int layer, int kv_head, const flo
   if (S > 0) rope_.Angles(pq, sink_angles);  // sinks sit at 0..S−1 and carry R(slot)
   if (h2o) std::fill(prob_sum, prob_sum + n_slots, 0.0f);
 
-  for (int head = 0; head < group; ++head) {
-    const float* qh = q + static_cast<size_t>(head) * d;
-    float* oh = out + static_cast<size_t>(head) * d;
-    if (S > 0) {
-      RopeRotate(d, rd, sink_angles, qh, qrot);
-      for (int i = 0; i < S; ++i) scores[i] = scale * DotF32(qrot, sink_k + static_cast<size_t>(i) * d, d);
+  // All query heads of the group in one pass over the lane (GQA): each block
+  // is read and converted once for the whole group. Rows of `scores` are the
+  // heads, in cache order [sinks S][blocks nb×G][tail G].
+  const size_t stride = slots_max;
+  if (S > 0) {
+    for (int head = 0; head < group; ++head) {
+      float* row = scores + static_cast<size_t>(head) * stride;
+      RopeRotate(d, rd, sink_angles, q + static_cast<size_t>(head) * d, qrot);
+      for (int i = 0; i < S; ++i) row[i] = scale * DotF32(qrot, sink_k + static_cast<size_t>(i) * d, d);
     }
-    float* block_scores = scores + S;
-    if (nb > 0) ScoreKeyBlocks(key_format, d, rd, qh, rot, kblocks, nb, scale, block_scores);
-    float* tail_scores = block_scores + static_cast<size_t>(nb) * G;
-    ScoreKeyBlocks(tail_key_format, d, rd, qh, tail_rot, &tail_k, 1, scale, tail_scores);
+  }
+  const size_t nq = static_cast<size_t>(group);
+  if (nb > 0) ScoreKeyBlocksMulti(key_format, d, rd, q, nq, rot, kblocks, nb, scale, scores + S, stride);
+  const size_t tail_off = static_cast<size_t>(S) + static_cast<size_t>(nb) * G;
+  ScoreKeyBlocksMulti(tail_key_format, d, rd, q, nq, tail_rot, &tail_k, 1, scale, scores + tail_off, stride);
+
+  std::fill(out, out + nq * d, 0.0f);
+  for (int head = 0; head < group; ++head) {
+    float* row = scores + static_cast<size_t>(head) * stride;
+    float* block_scores = row + S;
+    float* tail_scores = row + tail_off;
     // Mask slots holding no token.
     if (heavy_used > 0) {
       for (int j = st.heavy_count; j < heavy_used * G; ++j) block_scores[j] = kMasked;
@@ -494,18 +504,18 @@ void KvCache::AttendLane(const LayerState& st, int layer, int kv_head, const flo
     }
     for (int t = st.tail_count; t < G; ++t) tail_scores[t] = kMasked;
 
-    SoftmaxInPlace(scores, n_slots);
+    SoftmaxInPlace(row, n_slots);
 
-    std::fill(oh, oh + d, 0.0f);
+    float* oh = out + static_cast<size_t>(head) * d;
     for (int i = 0; i < S; ++i) {
-      const float w = scores[i];
+      const float w = row[i];
       const float* v = sink_v + static_cast<size_t>(i) * d;
       for (int c = 0; c < d; ++c) oh[c] += w * v[c];
     }
-    if (nb > 0) AccumulateValueBlocks(plan_.value_format, d, block_scores, vblocks, nb, oh);
-    AccumulateValueBlocks(plan_.tail_value_format(), d, tail_scores, &tail_v, 1, oh);
-    if (h2o) AddInPlace(prob_sum, scores, n_slots);
+    if (h2o) AddInPlace(prob_sum, row, n_slots);
   }
+  if (nb > 0) AccumulateValueBlocksMulti(plan_.value_format, d, scores + S, stride, nq, vblocks, nb, out);
+  AccumulateValueBlocksMulti(plan_.tail_value_format(), d, scores + tail_off, stride, nq, &tail_v, 1, out);
 
   if (h2o) {
     // decay·score + attention received, for every live heavy/ring/tail slot

@@ -24,7 +24,8 @@ size_t ScratchBytes(const KvCachePlan& p) {
   const size_t slots = static_cast<size_t>(p.sinks) + blocks * G;
   const size_t merge = static_cast<size_t>(p.heavy_blocks * G + G);  // heavy + leaving block
   size_t bytes = 0;
-  bytes += RoundUp(2 * slots * sizeof(float), kAlignment);                       // scores, head-summed probs
+  const size_t group = static_cast<size_t>(p.shape.n_heads / p.shape.n_kv_heads);
+  bytes += RoundUp((group + 1) * slots * sizeof(float), kAlignment);  // scores per head, head-summed probs
   bytes += RoundUp(blocks * static_cast<size_t>(p.shape.rope_dim) * sizeof(float), kAlignment);  // angles
   bytes += RoundUp(2 * blocks * sizeof(void*), kAlignment);                       // key/value block pointers
   bytes += RoundUp(2 * d * sizeof(float), kAlignment);                            // rotated q, sink angles
