@@ -6,8 +6,7 @@ cd "$(dirname "$0")/.."
 shared="${KVEDGE_SHARED:-../shared}"
 scripts/install-deps.sh --no-arm
 cmake --preset release >/dev/null
-cmake --build --preset release --target kvedge 2>&1 | grep -E "error|warning: " || true
-[[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "demo.sh: build failed" >&2; exit 1; }
+cmake --build --preset release --target kvedge >/dev/null || { echo "demo.sh: build failed" >&2; exit 1; }
 ./build/release/kvedge info
 echo
 ./build/release/kvedge generate -m "$shared/models/stories260K.bin" --tokenizer "$shared/models/tok512.bin" \
