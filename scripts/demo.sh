@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 shared="${KVEDGE_SHARED:-../shared}"
 scripts/install-deps.sh --no-arm
+echo "demo: building kvedge (release; a few minutes the first time)" >&2
 cmake --preset release >/dev/null
 cmake --build --preset release --target kvedge >/dev/null || { echo "demo.sh: build failed" >&2; exit 1; }
 ./build/release/kvedge info
