@@ -192,7 +192,8 @@ TEST_F(CapiConcurrencyTest, SessionChurnLeaksNothing) {
   };
   for (int i = 0; i < 200; ++i) cycle(i);  // warm the allocators
   const uint64_t rss_before = CurrentRssBytes();
-  for (int i = 0; i < 10000; ++i) {
+  const int cycles = kvedge::testing::ScaledCount(10000, 1000);
+  for (int i = 0; i < cycles; ++i) {
     cycle(i);
     if (HasFatalFailure()) return;
   }

@@ -3,7 +3,8 @@
 // the arena bytes constant, keep held bytes within the arena and every logit
 // finite. Sanitizer builds (≈10x slower) check the same over 4,000 steps, and
 // `full` (whose attention grows with every token, O(n²) over the run) over
-// 3,000: it never evicts, so a longer run exercises nothing new.
+// 3,000: it never evicts, so a longer run exercises nothing new. Under qemu
+// (KVEDGE_TEST_SCALE) a tenth.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,7 +40,7 @@ TEST_P(SteadyStateTest, DecodeStepsAllocateNothingAndStayInTheArena) {
   o.kv.key_format = GetParam().format;
   o.kv.value_format = GetParam().format;
   const bool full = GetParam().policy == EvictionPolicy::kFull;
-  const int steps = full ? std::min(kSteps, 3000) : kSteps;
+  const int steps = testing::ScaledCount(full ? std::min(kSteps, 3000) : kSteps, 1000);
   // `full` must hold the whole run; the evicting policies run at 160 tokens.
   o.kv.capacity = full ? steps + 1 : 160;
   auto session = Session::Create(**model, o);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -28,6 +29,15 @@ std::string TempDir() {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
+}
+
+int ScaledCount(int n, int minimum) {
+  const char* env = std::getenv("KVEDGE_TEST_SCALE");
+  double scale = 1.0;
+  if (env != nullptr && env[0] != '\0') scale = std::atof(env);
+  if (!(scale > 0.0)) scale = 1.0;
+  const int scaled = static_cast<int>(n * std::min(scale, 1.0));
+  return scaled < minimum ? minimum : scaled;
 }
 
 }  // namespace kvedge::testing
