@@ -192,7 +192,7 @@ TEST_F(CapiConcurrencyTest, SessionChurnLeaksNothing) {
   };
   for (int i = 0; i < 200; ++i) cycle(i);  // warm the allocators
   const uint64_t rss_before = CurrentRssBytes();
-  const int cycles = kvedge::testing::ScaledCount(10000, 1000);
+  const int cycles = kvedge::testing::ScaledCount(10000, 200);
   for (int i = 0; i < cycles; ++i) {
     cycle(i);
     if (HasFatalFailure()) return;

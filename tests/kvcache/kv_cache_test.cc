@@ -205,7 +205,7 @@ TEST_P(PolicyTest, MatchesBruteForceAndNaiveAttention) {
       MakePlan(shape, pc.policy, KvFormat::kF32, pc.capacity, pc.sinks, pc.heavy, pc.positions, 1, pc.variant);
   auto cache = KvCache::Create(plan, nullptr);
   ASSERT_TRUE(cache.ok());
-  const int tokens = pc.policy == EvictionPolicy::kFull ? pc.capacity : 700;
+  const int tokens = pc.policy == EvictionPolicy::kFull ? pc.capacity : testing::ScaledCount(700, 320);
   const Stream st(shape, tokens, 7);
   PolicyModel prototype;
   prototype.plan = plan;
@@ -542,7 +542,7 @@ TEST(KvCacheTest, LongStreamStaysInBudgetWithoutAllocating) {
     const uint64_t arena = (*cache)->Stats().arena_bytes;
     EXPECT_LE(budget.used(), o.budget_bytes);
     ScopedAllocationCounter allocations;
-    const int tokens = testing::ScaledCount(var.tokens, 2000);
+    const int tokens = testing::ScaledCount(var.tokens, 500);
     for (int t = 0; t < tokens; ++t) {
       (*cache)->Append(0, st.K(t % 64, 0), st.V(t % 64, 0));
       (*cache)->Attend(0, st.Q(t % 64, 0), out.data(), nullptr);

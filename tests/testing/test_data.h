@@ -13,8 +13,8 @@ std::string SharedPath(const std::string& relative);
 // A fresh empty directory for the calling test's scratch files.
 std::string TempDir();
 
-// `n` scaled by KVEDGE_TEST_SCALE (default 1; ctest sets 0.1 when tests run
-// under qemu, ≈20x slower), at least `minimum`. For the long-running loops
+// `n` scaled by KVEDGE_TEST_SCALE (default 1; ctest sets 0.02 when tests run
+// under qemu, ≈20–50x slower), at least `minimum`. For the long-running loops
 // (steady-state decode, long streams, create/destroy cycles): the property
 // they check does not depend on the count, only its strength does.
 int ScaledCount(int n, int minimum);
