@@ -304,6 +304,30 @@ TEST(KvCacheTest, FullPolicyRefusesPastCapacity) {
   EXPECT_NE(s.message().find("context full"), std::string::npos);
 }
 
+// Mean relative L2 error of lane 0's heads (group of 4) against naive f32
+// attention over the tokens the cache holds, sampled every `stride` tokens
+// from `first` on, while `tokens` tokens stream through a cache of `plan`.
+double MeanAttentionError(const Stream& st, const KvCachePlan& plan, int tokens, int first, int stride) {
+  const KvShape& shape = st.shape;
+  auto cache = KvCache::Create(plan, nullptr);
+  KVEDGE_CHECK(cache.ok());
+  std::vector<float> out(static_cast<size_t>(shape.n_heads) * shape.head_dim);
+  double sum_err = 0;
+  int n = 0;
+  for (int t = 0; t < tokens; ++t) {
+    (*cache)->Append(0, st.K(t, 0), st.V(t, 0));
+    (*cache)->Attend(0, st.Q(t, 0), out.data(), nullptr);
+    if (t < first || t % stride != 0) continue;
+    const auto c = (*cache)->Contents(0, 0);
+    for (int head = 0; head < 4; ++head) {  // heads of lane 0
+      const auto ref = NaiveAttention(st, 0, head, t, c.tokens, c.positions, c.positions.back(), nullptr);
+      sum_err += RelL2(ref, out.data() + static_cast<size_t>(head) * shape.head_dim);
+      ++n;
+    }
+  }
+  return sum_err / n;
+}
+
 // Quantized arenas: attention output error against naive f32 attention over
 // the same kept tokens, on keys with an outlier channel.
 TEST(KvCacheTest, QuantizedAttentionErrorIsBounded) {
@@ -311,23 +335,7 @@ TEST(KvCacheTest, QuantizedAttentionErrorIsBounded) {
   const int tokens = 400;
   const Stream st(shape, tokens, 11, /*outliers=*/true);
   for (KvFormat f : {KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4}) {
-    auto cache = KvCache::Create(MakePlan(shape, EvictionPolicy::kSinks, f, 260, 4), nullptr);
-    ASSERT_TRUE(cache.ok());
-    std::vector<float> out(static_cast<size_t>(shape.n_heads) * shape.head_dim);
-    double sum_err = 0;
-    int n = 0;
-    for (int t = 0; t < tokens; ++t) {
-      (*cache)->Append(0, st.K(t, 0), st.V(t, 0));
-      (*cache)->Attend(0, st.Q(t, 0), out.data(), nullptr);
-      if (t % 7 != 0) continue;
-      const auto c = (*cache)->Contents(0, 0);
-      for (int head = 0; head < 4; ++head) {  // heads of lane 0
-        const auto ref = NaiveAttention(st, 0, head, t, c.tokens, c.positions, c.positions.back(), nullptr);
-        sum_err += RelL2(ref, out.data() + static_cast<size_t>(head) * shape.head_dim);
-        ++n;
-      }
-    }
-    const double mean = sum_err / n;
+    const double mean = MeanAttentionError(st, MakePlan(shape, EvictionPolicy::kSinks, f, 260, 4), tokens, 0, 7);
     const double bound = f == KvFormat::kF16 ? 2e-3 : f == KvFormat::kInt8 ? 1e-2 : 0.15;
     EXPECT_LT(mean, bound) << KvFormatName(f);
     std::printf("[ info ] %s arena attention mean relative L2 error %.5f\n", KvFormatName(f), mean);
@@ -502,23 +510,9 @@ TEST(KvCacheTest, HeavyHitterRequantizationErrorIsMeasuredAndBounded) {
     double mean[2];
     int p = 0;
     for (EvictionPolicy policy : {EvictionPolicy::kSinks, EvictionPolicy::kH2O}) {
-      auto cache = KvCache::Create(MakePlan(shape, policy, f, 260, 4, policy == EvictionPolicy::kH2O ? 128 : -1), nullptr);
-      ASSERT_TRUE(cache.ok());
-      std::vector<float> out(static_cast<size_t>(shape.n_heads) * shape.head_dim);
-      double sum_err = 0;
-      int n = 0;
-      for (int t = 0; t < tokens; ++t) {
-        (*cache)->Append(0, st.K(t, 0), st.V(t, 0));
-        (*cache)->Attend(0, st.Q(t, 0), out.data(), nullptr);
-        if (t < 300 || t % 5 != 0) continue;  // h2o has re-formed its heavy blocks several times by 300
-        const auto c = (*cache)->Contents(0, 0);
-        for (int head = 0; head < 4; ++head) {
-          const auto ref = NaiveAttention(st, 0, head, t, c.tokens, c.positions, c.positions.back(), nullptr);
-          sum_err += RelL2(ref, out.data() + static_cast<size_t>(head) * shape.head_dim);
-          ++n;
-        }
-      }
-      mean[p++] = sum_err / n;
+      // h2o has re-formed its heavy blocks several times by token 300.
+      mean[p++] = MeanAttentionError(
+          st, MakePlan(shape, policy, f, 260, 4, policy == EvictionPolicy::kH2O ? 128 : -1), tokens, 300, 5);
     }
     std::printf("[ info ] %s attention error: sinks (quantized once) %.5f, h2o (heavy hitters re-quantized) %.5f\n",
                 KvFormatName(f), mean[0], mean[1]);
