@@ -269,17 +269,20 @@ HWY_INLINE void QuantizeActivations(const float* x, size_t nb, int16_t* q, float
   }
 }
 
-// dw: [nb] f32 = the f16 block scales of one row, converted 8–16 at a time
-// with the exact bit trick of HalfToFloat on int32 lanes (replaces ~12 scalar
-// ops per block and row). bits: [nb rounded up to 16] scratch.
-template <class Block>
-HWY_INLINE void BlockScales(const Block* w, size_t nb, uint16_t* bits, float* dw) {
+// 16 f16 bit patterns → f32, exact for every input (zero, subnormal, inf,
+// nan): vcvtph2ps on x86 from AVX2 on, elsewhere the bit trick of
+// HalfToFloat on int32 lanes (~12 ops per 16 values instead of per value).
+HWY_INLINE void HalvesToFloats(const uint16_t* bits, float* out) {
   const hn::CappedTag<float, 16> df;
-  const hn::RebindToUnsigned<decltype(df)> du;
-  const hn::Rebind<uint16_t, decltype(df)> du16;
   const size_t n = hn::Lanes(df);
-  const auto to_float = [&](hn::Vec<decltype(du)> h, float* out) {
-    const auto wv = hn::ShiftLeft<16>(h);
+  for (size_t i = 0; i < 16; i += n) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+    hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(bits + i))), df, out + i);
+#else
+    const hn::RebindToUnsigned<decltype(df)> du;
+    const hn::Rebind<uint16_t, decltype(df)> du16;
+    const auto wv = hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(du16, bits + i)));
     const auto sign = hn::And(wv, hn::Set(du, 0x80000000u));
     const auto two_w = hn::Add(wv, wv);
     const auto normalized = hn::Mul(hn::BitCast(df, hn::Add(hn::ShiftRight<4>(two_w), hn::Set(du, 0xE0u << 23))),
@@ -288,20 +291,22 @@ HWY_INLINE void BlockScales(const Block* w, size_t nb, uint16_t* bits, float* dw
         hn::Sub(hn::BitCast(df, hn::Or(hn::ShiftRight<17>(two_w), hn::Set(du, 126u << 23))), hn::Set(df, 0.5f));
     const auto is_denormal = hn::Eq(hn::ShiftRight<27>(two_w), hn::Zero(du));
     const auto magnitude = hn::IfThenElse(is_denormal, hn::BitCast(du, denormalized), hn::BitCast(du, normalized));
-    hn::StoreU(hn::BitCast(df, hn::Or(sign, magnitude)), df, out);
-  };
-  // Scalar loads of the 16-bit scales into a small array, then the vector
-  // conversion. (A gather of the block starts was tried: gathers stall on
-  // lines still in flight from DRAM, and cut Q8_0 matvec from DRAM to 40%
-  // of this path's speed.)
-  size_t b = 0;
-  for (; b + n <= nb; b += n) {
-    for (size_t t = 0; t < n; ++t) bits[t] = w[b + t].d;
-    to_float(hn::PromoteTo(du, hn::LoadU(du16, bits)), dw + b);
+    hn::StoreU(hn::BitCast(df, hn::Or(sign, magnitude)), df, out + i);
+#endif
   }
-  if (b == nb) return;
-  for (size_t t = b; t < nb; ++t) bits[t - b] = w[t].d;
-  to_float(hn::PromoteTo(du, hn::LoadU(du16, bits)), dw + b);
+}
+
+// dw: [nb rounded up to 16] f32 = the f16 block scales of one row, 0 past nb.
+// Scalar loads of the 16-bit scales, then 16 at a time through
+// HalvesToFloats. (A gather of the block starts was tried: gathers stall on
+// lines still in flight from DRAM, and cut Q8_0 matvec from DRAM to 40% of
+// this path's speed.) bits: [kChunkBlocks] scratch; nb ≤ kChunkBlocks.
+template <class Block>
+HWY_INLINE void BlockScales(const Block* w, size_t nb, uint16_t* bits, float* dw) {
+  size_t b = 0;
+  for (; b < nb; ++b) bits[b] = w[b].d;
+  for (; b % 16 != 0; ++b) bits[b] = 0;
+  for (b = 0; b < nb; b += 16) HalvesToFloats(bits + b, dw + b);
 }
 
 // s[b] = dw[b]·dx[b] (one f32 rounding, the same in every tile shape).
@@ -396,46 +401,294 @@ HWY_NOINLINE void QuantTile(const Block* const* w, const int16_t* const* xq, con
 constexpr size_t kTileRows = 4;
 constexpr size_t kTileVecs = 4;
 
-// Rows [row_begin, row_end) × nv quantized vectors of one column chunk
-// (blocks [cb, cb + nb) of each row). xq: [nv][kChunkCols] codes,
-// dx: [nv][kChunkBlocks] scales. Writes (cb == 0) or adds into
-// y[(v_out + v)·y_stride + r].
+// Calls tile.template operator()<R, V>() for the shape (nr, tv).
+template <class F>
+HWY_INLINE void DispatchTileShape(size_t nr, size_t tv, const F& tile) {
+  if (nr == kTileRows && tv == kTileVecs) {
+    tile.template operator()<kTileRows, kTileVecs>();
+  } else if (nr == kTileRows) {
+    tile.template operator()<kTileRows, 1>();
+  } else if (tv == kTileVecs) {
+    tile.template operator()<1, kTileVecs>();
+  } else {
+    tile.template operator()<1, 1>();
+  }
+}
+
+// One input vector's activations over one column chunk, int16 layout: the
+// codes in column order and one scale per block.
+struct WordChunk {
+  int16_t q[kChunkCols];   // [chunk cols] int8 codes held in int16
+  float dx[kChunkBlocks];  // [chunk blocks] scales
+};
+
 template <class Block>
-void QuantChunkRows(const Block* w, size_t nb_row, size_t cb, size_t nb, const int16_t* xq, const float* dx,
-                    size_t nv, float* y, size_t y_stride, size_t row_begin, size_t row_end) {
+HWY_INLINE void PrepareChunk(const float* x, size_t nb, WordChunk* c) {
+  QuantizeActivations(x, nb, c->q, c->dx);
+}
+
+// Scale scratch of the int16 path: per row group the f32 block scales of
+// each row, per tile their products with each vector's scales.
+struct WordScales {
   HWY_ALIGN uint16_t bits[kChunkBlocks];
   HWY_ALIGN float dw[kTileRows][kChunkBlocks];
   HWY_ALIGN float s[kTileRows * kTileVecs * kChunkBlocks];  // [row][vec][block] dw·dx
+
+  template <class Block>
+  HWY_INLINE void SetRow(size_t i, const Block* w, size_t nb) { BlockScales(w, nb, bits, dw[i]); }
+};
+
+// Tile kernel of the int16 path (QuantTile) on prepared word chunks.
+template <class Block, size_t R, size_t V>
+HWY_INLINE void TileKernel(const Block* const* w, const WordChunk* const* xc, const float* s, size_t nb,
+                           size_t prefetch_ahead, float* out) {
+  const int16_t* xq[V];
+  for (size_t v = 0; v < V; ++v) xq[v] = xc[v]->q;
+  QuantTile<Block, R, V>(w, xq, s, nb, prefetch_ahead, out);
+}
+
+#if HWY_TARGET == HWY_AVX3_DL
+// ------------------------------ AVX-512 VNNI byte dot products
+//
+// Highway 1.0.3 has no u8×i8 dot product; this target (Ice Lake, Zen 4 and
+// later) has VNNI and VBMI, used here through raw intrinsics. Two blocks per
+// 512-bit vector: the pair is loaded, one byte permute puts its codes in
+// lane order as unsigned bytes (Q4_0: 0…15; Q8_0: code + 128), and vpdpbusd
+// multiplies them with the int8 activation codes, adding each group of 4
+// products into an int32 lane. Each accumulator starts at −offset·(sum of
+// that lane's 4 activation codes) (offset 8 or 128, prepared once per chunk),
+// so every lane ends at an exact Σ w_code·x_code.
+//
+// Lane l holds 4 codes of block b + (l & 1), so the per-block scales dw·dx of
+// the pair are one 64-bit broadcast load (s0, s1, s0, s1, …) and the lane
+// goes into the (row, vector) f32 accumulator with one convert and one FMA:
+// 3 vector ops per (row, vector, pair) plus the decode (Q4_0: 4, Q8_0: 2 per
+// row and pair).
+//
+// Highway 1.0.3's AVX3_DL target string names "avxvnni" (the VEX form) instead
+// of "avx512vnni", so the functions that call vpdpbusd on zmm add it.
+// GFNI (for the Q4_0 nibble split) is not in that string either; every CPU
+// with AVX3_DL's VBMI2 + VAES + VPCLMULQDQ has it (Ice Lake, Zen 4 and later).
+#define KVEDGE_ATTR_VNNI512 __attribute__((target("avx512vnni,gfni")))
+constexpr size_t kPairCodes = 64;  // int8 activation codes per pair
+constexpr size_t kPairLanes = 16;  // int32 lanes per pair
+constexpr size_t kChunkPairs = kChunkBlocks / 2;
+
+// One input vector's activations over one column chunk, in pair order.
+struct ByteChunk {
+  HWY_ALIGN int8_t q[kChunkPairs * kPairCodes];      // [pair][64] codes, lane order
+  HWY_ALIGN int32_t init[kChunkPairs * kPairLanes];  // [pair][lane] −offset·Σ of the lane's 4 codes
+  HWY_ALIGN float dx[kChunkBlocks];                  // [chunk blocks] scales
+};
+
+HWY_INLINE __m512i LoadConst(const uint8_t (&bytes)[64]) { return _mm512_loadu_si512(bytes); }
+HWY_INLINE int LoadU32(const uint8_t* p) {
+  int v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// Code position of byte i of a pair vector: lane i/4 holds weights
+// 4·(lane/2) … +3 of block lane & 1 (Q4_0: of the low-nibble half for i < 32,
+// the high-nibble half after).
+HWY_INLINE constexpr size_t PairBlock(size_t i) { return (i >> 2) & 1; }
+HWY_INLINE constexpr size_t PairWeightQ8(size_t i) { return 4 * (i >> 3) + (i & 3); }
+HWY_INLINE constexpr size_t PairWeightQ4(size_t i) { return 16 * (i >> 5) + 4 * ((i & 31) >> 3) + (i & 3); }
+
+// vpermt2b indices: byte offset of each code in the pair (block b's codes at
+// kFirst, b+1's at kSecond), offsets from kSplit on taken from the second
+// register (index 64 + offset − kSplit).
+template <size_t kFirst, size_t kSecond, size_t (*Weight)(size_t), size_t kWeightMod, size_t kSplit>
+constexpr auto MakeCodeIndex() {
+  struct Table {
+    alignas(64) uint8_t idx[64];
+  } t{};
+  for (size_t i = 0; i < 64; ++i) {
+    const size_t offset = (PairBlock(i) ? kSecond : kFirst) + Weight(i) % kWeightMod;
+    t.idx[i] = static_cast<uint8_t>(offset < kSplit ? offset : 64 + offset - kSplit);
+  }
+  return t;
+}
+
+template <class Block>
+struct BytePair;
+
+template <>
+struct BytePair<BlockQ4_0> {
+  static constexpr int kOffsetShift = 3;  // codes are w + 8
+  static constexpr size_t Weight(size_t i) { return PairWeightQ4(i); }
+  static constexpr long long kLowNibble = 0x0102040800000000ll;   // bit i ← bit i, i < 4
+  static constexpr long long kHighNibble = 0x1020408000000000ll;  // bit i ← bit i + 4
+
+  // Codes of w[0] and (if two) w[1] as unsigned bytes in lane order. Reads
+  // only the pair's 36 (or 18) bytes.
+  static KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Decode(const BlockQ4_0* w, bool two) {
+    // qs byte j of block b is at 2 + j, of block b+1 at 20 + j (32 and up:
+    // bytes 32–35 of the pair, in the second table at 64 + 0…3); weight j
+    // and j + 16 share the byte, the upper 32 bytes then take its high nibble.
+    static constexpr auto kIdx = MakeCodeIndex<2, 20, PairWeightQ4, 16, 32>();
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(w);
+    const __m512i lo = two ? _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))
+                           : _mm512_maskz_loadu_epi8(0x3FFFFull, p);
+    const __m512i hi = _mm512_castsi128_si512(_mm_cvtsi32_si128(two ? LoadU32(p + 32) : 0));
+    const __m512i bytes = _mm512_permutex2var_epi8(lo, LoadConst(kIdx.idx), hi);
+    // One GF(2) affine map per byte keeps the low nibble (lower 4 qwords) or
+    // moves the high nibble down (upper 4): matrix row i is byte 7 − i.
+    const __m512i nibble = _mm512_set_epi64(kHighNibble, kHighNibble, kHighNibble, kHighNibble, kLowNibble,
+                                            kLowNibble, kLowNibble, kLowNibble);
+    return _mm512_gf2p8affine_epi64_epi8(bytes, nibble, 0);
+  }
+};
+
+template <>
+struct BytePair<BlockQ8_0> {
+  static constexpr int kOffsetShift = 7;  // codes are w + 128
+  static constexpr size_t Weight(size_t i) { return PairWeightQ8(i); }
+
+  // Reads only the pair's 68 (or 34) bytes: 64 in one load, 4 more.
+  static KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Decode(const BlockQ8_0* w, bool two) {
+    // qs byte j of block b is at 2 + j, of block b+1 at 36 + j (64 and up:
+    // the second register of the two-table permute).
+    static constexpr auto kIdx = MakeCodeIndex<2, 36, PairWeightQ8, 32, 64>();
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(w);
+    const __m512i lo = two ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(0x3FFFFFFFFull, p);
+    const __m512i hi = _mm512_castsi128_si512(_mm_cvtsi32_si128(two ? LoadU32(p + 64) : 0));
+    const __m512i codes = _mm512_permutex2var_epi8(lo, LoadConst(kIdx.idx), hi);
+    return _mm512_xor_si512(codes, _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+};
+
+// Quantizes one chunk as QuantizeActivations and lays it out in pairs.
+template <class Block>
+KVEDGE_ATTR_VNNI512 HWY_NOINLINE void PrepareChunk(const float* x, size_t nb, ByteChunk* c) {
+  HWY_ALIGN int16_t q16[kChunkCols];  // [chunk cols] codes in column order
+  QuantizeActivations(x, nb, q16, c->dx);
+  for (size_t p = 0; p < (nb + 1) / 2; ++p) {
+    const size_t b = 2 * p;
+    const bool two = b + 1 < nb;
+    int8_t* q = c->q + p * kPairCodes;
+    for (size_t i = 0; i < kPairCodes; ++i) {
+      const size_t blk = PairBlock(i);
+      q[i] = blk == 0 || two ? static_cast<int8_t>(q16[(b + blk) * kQuantBlock + BytePair<Block>::Weight(i)]) : 0;
+    }
+    const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), _mm512_load_si512(q));
+    _mm512_store_si512(c->init + p * kPairLanes,
+                       _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sums, BytePair<Block>::kOffsetShift)));
+  }
+}
+
+// Scales (s[b], s[b+1]) in every lane pair; s[b+1] = 0 past an odd end.
+HWY_INLINE __m512 PairScales(const float* s, bool two) {
+  double both;
+  if (two) {
+    std::memcpy(&both, s, sizeof(both));
+  } else {
+    const float pair[2] = {s[0], 0.0f};
+    std::memcpy(&both, pair, sizeof(both));
+  }
+  return _mm512_castpd_ps(_mm512_set1_pd(both));
+}
+
+// One pair step of an R×V tile: each decoded weight pair is used V times and
+// each activation pair R times; the per-(row, vector) op sequence is the same
+// in every tile shape. s: [R·V][kChunkBlocks] dw·dx.
+template <class Block, size_t R, size_t V>
+KVEDGE_ATTR_VNNI512 HWY_INLINE void BytePairStep(const Block* const* w, const ByteChunk* const* xc, const float* s,
+                                                 size_t p, bool two, __m512 (&acc)[R][V]) {
+  __m512i xv[V];
+  for (size_t v = 0; v < V; ++v) xv[v] = _mm512_load_si512(xc[v]->q + p * kPairCodes);
+  for (size_t r = 0; r < R; ++r) {
+    const __m512i codes = BytePair<Block>::Decode(w[r] + 2 * p, two);
+    for (size_t v = 0; v < V; ++v) {
+      const __m512i dot = _mm512_dpbusd_epi32(_mm512_load_si512(xc[v]->init + p * kPairLanes), codes, xv[v]);
+      const __m512 scale = PairScales(s + (r * V + v) * kChunkBlocks + 2 * p, two);
+      acc[r][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[r][v]);
+    }
+  }
+}
+
+// out[r·V + v] = row r · vector v over blocks [0, nb) of the chunk.
+template <class Block, size_t R, size_t V>
+KVEDGE_ATTR_VNNI512 HWY_NOINLINE void ByteTile(const Block* const* w, const ByteChunk* const* xc, const float* s,
+                                               size_t nb, size_t prefetch_ahead, float* out) {
+  __m512 acc[R][V];
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+  }
+  const size_t full_pairs = nb / 2;
+  for (size_t p = 0; p < full_pairs; ++p) {
+    if (prefetch_ahead != 0) {
+      for (size_t r = 0; r < R; ++r) hwy::Prefetch(w[r] + 2 * p + prefetch_ahead);
+    }
+    BytePairStep<Block, R, V>(w, xc, s, p, /*two=*/true, acc);
+  }
+  if (nb & 1) BytePairStep<Block, R, V>(w, xc, s, full_pairs, /*two=*/false, acc);
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t v = 0; v < V; ++v) out[r * V + v] = _mm512_reduce_add_ps(acc[r][v]);
+  }
+}
+#undef KVEDGE_ATTR_VNNI512
+
+template <class Block, size_t R, size_t V>
+HWY_INLINE void TileKernel(const Block* const* w, const ByteChunk* const* xc, const float* s, size_t nb,
+                           size_t prefetch_ahead, float* out) {
+  ByteTile<Block, R, V>(w, xc, s, nb, prefetch_ahead, out);
+}
+
+// MatVec streams rows one at a time: one sequential stream is what the
+// hardware prefetcher follows best (4 interleaved 1–2 KiB row streams left
+// Q8_0 from DRAM at ~60% of MemoryRead), and the byte path has little to
+// share between rows. Software prefetch runs ~4 KiB ahead.
+using ActChunk = ByteChunk;
+constexpr bool kMatVecRowTiles = false;
+#else
+using ActChunk = WordChunk;
+constexpr bool kMatVecRowTiles = true;
+#endif  // HWY_TARGET == HWY_AVX3_DL
+
+template <class Block, class Chunk>
+HWY_INLINE void RunTile(size_t nr, size_t tv, const Block* const* wr, const Chunk* const* xc, size_t nb,
+                        size_t prefetch_ahead, WordScales& sc, float* out) {
+  for (size_t i = 0; i < nr; ++i) {
+    for (size_t j = 0; j < tv; ++j) MulScales(sc.dw[i], xc[j]->dx, nb, sc.s + (i * tv + j) * kChunkBlocks);
+  }
+  DispatchTileShape(nr, tv, [&]<size_t R, size_t V>() {
+    TileKernel<Block, R, V>(wr, xc, sc.s, nb, prefetch_ahead, out);
+  });
+}
+
+// Rows [row_begin, row_end) × nv input vectors of one column chunk (blocks
+// [cb, cb + nb) of each row). xc: [nv] prepared chunks. Writes (cb == 0) or
+// adds into y[v·y_stride + r].
+template <class Block>
+void QuantChunkRows(const Block* w, size_t nb_row, size_t cb, size_t nb, const ActChunk* xc, size_t nv, float* y,
+                    size_t y_stride, size_t row_begin, size_t row_end) {
+  WordScales scales;
   auto store = [&](size_t r, size_t v, float value) {
     float& dst = y[v * y_stride + r];
     dst = cb == 0 ? value : dst + value;
   };
+  const size_t tile_rows = nv == 1 && !kMatVecRowTiles ? 1 : kTileRows;
   for (size_t r = row_begin; r < row_end;) {
-    const size_t nr = row_end - r >= kTileRows ? kTileRows : 1;
+    const size_t nr = row_end - r >= tile_rows ? tile_rows : 1;
     const Block* wr[kTileRows];
     for (size_t i = 0; i < nr; ++i) {
       wr[i] = w + (r + i) * nb_row + cb;
-      BlockScales(wr[i], nb, bits, dw[i]);
+      scales.SetRow(i, wr[i], nb);
     }
-    // The next row group if it is inside this call's rows.
-    const size_t prefetch_ahead = nr == kTileRows && r + 2 * kTileRows <= row_end ? kTileRows * nb_row : 0;
+    // MatVec prefetches each row stream ahead, if the target is inside this
+    // call's rows: row tiles by one row group, single rows by ~4 KiB.
+    size_t prefetch_ahead = 0;
+    if (nv == 1 && nr == tile_rows) {
+      const size_t ahead = kMatVecRowTiles ? kTileRows * nb_row : std::max<size_t>(4096 / sizeof(Block), nb_row);
+      if ((r + nr) * nb_row + ahead <= row_end * nb_row) prefetch_ahead = ahead;
+    }
     for (size_t v = 0; v < nv;) {
       const size_t tv = nv - v >= kTileVecs ? kTileVecs : 1;
-      const int16_t* xv[kTileVecs];
-      for (size_t j = 0; j < tv; ++j) xv[j] = xq + (v + j) * kChunkCols;
-      for (size_t i = 0; i < nr; ++i) {
-        for (size_t j = 0; j < tv; ++j) MulScales(dw[i], dx + (v + j) * kChunkBlocks, nb, s + (i * tv + j) * kChunkBlocks);
-      }
+      const ActChunk* xv[kTileVecs];
+      for (size_t j = 0; j < tv; ++j) xv[j] = xc + v + j;
       float out[kTileRows * kTileVecs];
-      if (nr == kTileRows && tv == kTileVecs) {
-        QuantTile<Block, kTileRows, kTileVecs>(wr, xv, s, nb, 0, out);
-      } else if (nr == kTileRows) {
-        QuantTile<Block, kTileRows, 1>(wr, xv, s, nb, nv == 1 ? prefetch_ahead : 0, out);
-      } else if (tv == kTileVecs) {
-        QuantTile<Block, 1, kTileVecs>(wr, xv, s, nb, 0, out);
-      } else {
-        QuantTile<Block, 1, 1>(wr, xv, s, nb, 0, out);
-      }
+      RunTile(nr, tv, wr, xv, nb, prefetch_ahead, scales, out);
       for (size_t i = 0; i < nr; ++i) {
         for (size_t j = 0; j < tv; ++j) store(r + i, v + j, out[i * tv + j]);
       }
@@ -451,12 +704,11 @@ template <class Block>
 void QuantMatVecRows(const MatrixView& m, const float* x, float* y, size_t row_begin, size_t row_end) {
   const size_t nb_row = m.cols / kQuantBlock;
   const Block* w = static_cast<const Block*>(m.data);  // [rows][cols/32] blocks
-  HWY_ALIGN int16_t xq[kChunkCols];                      // [chunk cols] codes
-  HWY_ALIGN float dx[kChunkBlocks];                      // [chunk blocks] scales
+  HWY_ALIGN ActChunk xc;
   for (size_t cb = 0; cb < nb_row; cb += kChunkBlocks) {
     const size_t nb = std::min(kChunkBlocks, nb_row - cb);
-    QuantizeActivations(x + cb * kQuantBlock, nb, xq, dx);
-    QuantChunkRows(w, nb_row, cb, nb, xq, dx, 1, y, 0, row_begin, row_end);
+    PrepareChunk<Block>(x + cb * kQuantBlock, nb, &xc);
+    QuantChunkRows(w, nb_row, cb, nb, &xc, 1, y, 0, row_begin, row_end);
   }
 }
 
@@ -470,17 +722,13 @@ void QuantMatMulRows(const MatrixView& m, const float* x, size_t n, float* y, si
   const size_t nb_row = m.cols / kQuantBlock;
   const size_t rows = m.rows;
   const Block* w = static_cast<const Block*>(m.data);  // [rows][cols/32] blocks
-  HWY_ALIGN int16_t xq[kMatMulTile * kChunkCols];        // [tile vector][chunk cols] codes
-  HWY_ALIGN float dx[kMatMulTile * kChunkBlocks];        // [tile vector][chunk blocks] scales
+  HWY_ALIGN ActChunk xc[kMatMulTile];                    // [tile vector] chunk activations
   for (size_t v0 = 0; v0 < n; v0 += kMatMulTile) {
     const size_t nv = std::min(kMatMulTile, n - v0);
     for (size_t cb = 0; cb < nb_row; cb += kChunkBlocks) {
       const size_t nb = std::min(kChunkBlocks, nb_row - cb);
-      for (size_t v = 0; v < nv; ++v) {
-        QuantizeActivations(x + (v0 + v) * m.cols + cb * kQuantBlock, nb, xq + v * kChunkCols,
-                            dx + v * kChunkBlocks);
-      }
-      QuantChunkRows(w, nb_row, cb, nb, xq, dx, nv, y + v0 * rows, rows, row_begin, row_end);
+      for (size_t v = 0; v < nv; ++v) PrepareChunk<Block>(x + (v0 + v) * m.cols + cb * kQuantBlock, nb, xc + v);
+      QuantChunkRows(w, nb_row, cb, nb, xc, nv, y + v0 * rows, rows, row_begin, row_end);
     }
   }
 }
