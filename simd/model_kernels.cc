@@ -304,7 +304,13 @@ HWY_INLINE void HalvesToFloats(const uint16_t* bits, float* out) {
 template <class Block>
 HWY_INLINE void BlockScales(const Block* w, size_t nb, uint16_t* bits, float* dw) {
   size_t b = 0;
-  for (; b < nb; ++b) bits[b] = w[b].d;
+  for (; b < nb; ++b) {
+    // One scalar load and store each: without the barrier GCC merges these
+    // into vpinsrw chains, which tie up vector ports (a third of decode).
+    uint32_t d = w[b].d;
+    asm("" : "+r"(d));
+    bits[b] = static_cast<uint16_t>(d);
+  }
   for (; b % 16 != 0; ++b) bits[b] = 0;
   for (b = 0; b < nb; b += 16) HalvesToFloats(bits + b, dw + b);
 }
@@ -488,6 +494,15 @@ HWY_INLINE int LoadU32(const uint8_t* p) {
   return v;
 }
 
+// The f16 block scales at words 0 and `second` of a loaded pair, as f32 in
+// the lane pattern (d[b], d[b+1], d[b], …): one word permute, one convert.
+// Converting in the tile beats a per-row pass over the scales (which costs a
+// scalar phase per row: decode 59 vs 51 ms/token on TinyLlama q4_0).
+HWY_INLINE __m512 PairHalves(__m512i pair, int second) {
+  const __m512i idx = _mm512_set1_epi32(second << 16);
+  return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, pair)));
+}
+
 // Code position of byte i of a pair vector: lane i/4 holds weights
 // 4·(lane/2) … +3 of block lane & 1 (Q4_0: of the low-nibble half for i < 32,
 // the high-nibble half after).
@@ -522,7 +537,7 @@ struct BytePair<BlockQ4_0> {
 
   // Codes of w[0] and (if two) w[1] as unsigned bytes in lane order. Reads
   // only the pair's 36 (or 18) bytes.
-  static KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Decode(const BlockQ4_0* w, bool two) {
+  static KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Decode(const BlockQ4_0* w, bool two, __m512* dw) {
     // qs byte j of block b is at 2 + j, of block b+1 at 20 + j (32 and up:
     // bytes 32–35 of the pair, in the second table at 64 + 0…3); weight j
     // and j + 16 share the byte, the upper 32 bytes then take its high nibble.
@@ -532,6 +547,7 @@ struct BytePair<BlockQ4_0> {
                            : _mm512_maskz_loadu_epi8(0x3FFFFull, p);
     const __m512i hi = _mm512_castsi128_si512(_mm_cvtsi32_si128(two ? LoadU32(p + 32) : 0));
     const __m512i bytes = _mm512_permutex2var_epi8(lo, LoadConst(kIdx.idx), hi);
+    *dw = PairHalves(lo, 9);
     // One GF(2) affine map per byte keeps the low nibble (lower 4 qwords) or
     // moves the high nibble down (upper 4): matrix row i is byte 7 − i.
     const __m512i nibble = _mm512_set_epi64(kHighNibble, kHighNibble, kHighNibble, kHighNibble, kLowNibble,
@@ -546,7 +562,7 @@ struct BytePair<BlockQ8_0> {
   static constexpr size_t Weight(size_t i) { return PairWeightQ8(i); }
 
   // Reads only the pair's 68 (or 34) bytes: 64 in one load, 4 more.
-  static KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Decode(const BlockQ8_0* w, bool two) {
+  static KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Decode(const BlockQ8_0* w, bool two, __m512* dw) {
     // qs byte j of block b is at 2 + j, of block b+1 at 36 + j (64 and up:
     // the second register of the two-table permute).
     static constexpr auto kIdx = MakeCodeIndex<2, 36, PairWeightQ8, 32, 64>();
@@ -554,6 +570,7 @@ struct BytePair<BlockQ8_0> {
     const __m512i lo = two ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(0x3FFFFFFFFull, p);
     const __m512i hi = _mm512_castsi128_si512(_mm_cvtsi32_si128(two ? LoadU32(p + 64) : 0));
     const __m512i codes = _mm512_permutex2var_epi8(lo, LoadConst(kIdx.idx), hi);
+    *dw = PairHalves(lo, 17);
     return _mm512_xor_si512(codes, _mm512_set1_epi8(static_cast<char>(0x80)));
   }
 };
@@ -563,6 +580,7 @@ template <class Block>
 KVEDGE_ATTR_VNNI512 HWY_NOINLINE void PrepareChunk(const float* x, size_t nb, ByteChunk* c) {
   HWY_ALIGN int16_t q16[kChunkCols];  // [chunk cols] codes in column order
   QuantizeActivations(x, nb, q16, c->dx);
+  if (nb % 2 != 0) c->dx[nb] = 0.0f;  // the missing block of the last pair
   for (size_t p = 0; p < (nb + 1) / 2; ++p) {
     const size_t b = 2 * p;
     const bool two = b + 1 < nb;
@@ -577,15 +595,11 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void PrepareChunk(const float* x, size_t nb, By
   }
 }
 
-// Scales (s[b], s[b+1]) in every lane pair; s[b+1] = 0 past an odd end.
-HWY_INLINE __m512 PairScales(const float* s, bool two) {
+// Lane pattern (v[b], v[b+1], v[b], …) of two f32 at v (a 64-bit broadcast
+// load). v[b+1] must be readable (PrepareChunk zeroes dx past an odd end).
+HWY_INLINE __m512 PairBroadcast(const float* v) {
   double both;
-  if (two) {
-    std::memcpy(&both, s, sizeof(both));
-  } else {
-    const float pair[2] = {s[0], 0.0f};
-    std::memcpy(&both, pair, sizeof(both));
-  }
+  std::memcpy(&both, v, sizeof(both));
   return _mm512_castpd_ps(_mm512_set1_pd(both));
 }
 
@@ -593,15 +607,16 @@ HWY_INLINE __m512 PairScales(const float* s, bool two) {
 // each activation pair R times; the per-(row, vector) op sequence is the same
 // in every tile shape. s: [R·V][kChunkBlocks] dw·dx.
 template <class Block, size_t R, size_t V>
-KVEDGE_ATTR_VNNI512 HWY_INLINE void BytePairStep(const Block* const* w, const ByteChunk* const* xc, const float* s,
-                                                 size_t p, bool two, __m512 (&acc)[R][V]) {
+KVEDGE_ATTR_VNNI512 HWY_INLINE void BytePairStep(const Block* const* w, const ByteChunk* const* xc, size_t p,
+                                                 bool two, __m512 (&acc)[R][V]) {
   __m512i xv[V];
   for (size_t v = 0; v < V; ++v) xv[v] = _mm512_load_si512(xc[v]->q + p * kPairCodes);
   for (size_t r = 0; r < R; ++r) {
-    const __m512i codes = BytePair<Block>::Decode(w[r] + 2 * p, two);
+    __m512 dw;
+    const __m512i codes = BytePair<Block>::Decode(w[r] + 2 * p, two, &dw);
     for (size_t v = 0; v < V; ++v) {
       const __m512i dot = _mm512_dpbusd_epi32(_mm512_load_si512(xc[v]->init + p * kPairLanes), codes, xv[v]);
-      const __m512 scale = PairScales(s + (r * V + v) * kChunkBlocks + 2 * p, two);
+      const __m512 scale = _mm512_mul_ps(dw, PairBroadcast(xc[v]->dx + 2 * p));
       acc[r][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[r][v]);
     }
   }
@@ -609,8 +624,8 @@ KVEDGE_ATTR_VNNI512 HWY_INLINE void BytePairStep(const Block* const* w, const By
 
 // out[r·V + v] = row r · vector v over blocks [0, nb) of the chunk.
 template <class Block, size_t R, size_t V>
-KVEDGE_ATTR_VNNI512 HWY_NOINLINE void ByteTile(const Block* const* w, const ByteChunk* const* xc, const float* s,
-                                               size_t nb, size_t prefetch_ahead, float* out) {
+KVEDGE_ATTR_VNNI512 HWY_NOINLINE void ByteTile(const Block* const* w, const ByteChunk* const* xc, size_t nb,
+                                               size_t prefetch_ahead, float* out) {
   __m512 acc[R][V];
   for (size_t r = 0; r < R; ++r) {
     for (size_t v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
@@ -620,19 +635,25 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void ByteTile(const Block* const* w, const Byte
     if (prefetch_ahead != 0) {
       for (size_t r = 0; r < R; ++r) hwy::Prefetch(w[r] + 2 * p + prefetch_ahead);
     }
-    BytePairStep<Block, R, V>(w, xc, s, p, /*two=*/true, acc);
+    BytePairStep<Block, R, V>(w, xc, p, /*two=*/true, acc);
   }
-  if (nb & 1) BytePairStep<Block, R, V>(w, xc, s, full_pairs, /*two=*/false, acc);
+  if (nb & 1) BytePairStep<Block, R, V>(w, xc, full_pairs, /*two=*/false, acc);
   for (size_t r = 0; r < R; ++r) {
     for (size_t v = 0; v < V; ++v) out[r * V + v] = _mm512_reduce_add_ps(acc[r][v]);
   }
 }
 #undef KVEDGE_ATTR_VNNI512
 
-template <class Block, size_t R, size_t V>
-HWY_INLINE void TileKernel(const Block* const* w, const ByteChunk* const* xc, const float* s, size_t nb,
-                           size_t prefetch_ahead, float* out) {
-  ByteTile<Block, R, V>(w, xc, s, nb, prefetch_ahead, out);
+// The byte path converts block scales inside the tile: nothing per row.
+struct ByteScales {
+  template <class Block>
+  HWY_INLINE void SetRow(size_t, const Block*, size_t) {}
+};
+
+template <class Block>
+HWY_INLINE void RunTile(size_t nr, size_t tv, const Block* const* wr, const ByteChunk* const* xc, size_t nb,
+                        size_t prefetch_ahead, ByteScales&, float* out) {
+  DispatchTileShape(nr, tv, [&]<size_t R, size_t V>() { ByteTile<Block, R, V>(wr, xc, nb, prefetch_ahead, out); });
 }
 
 // MatVec streams rows one at a time: one sequential stream is what the
@@ -640,14 +661,16 @@ HWY_INLINE void TileKernel(const Block* const* w, const ByteChunk* const* xc, co
 // Q8_0 from DRAM at ~60% of MemoryRead), and the byte path has little to
 // share between rows. Software prefetch runs ~4 KiB ahead.
 using ActChunk = ByteChunk;
+using ActScales = ByteScales;
 constexpr bool kMatVecRowTiles = false;
 #else
 using ActChunk = WordChunk;
+using ActScales = WordScales;
 constexpr bool kMatVecRowTiles = true;
 #endif  // HWY_TARGET == HWY_AVX3_DL
 
-template <class Block, class Chunk>
-HWY_INLINE void RunTile(size_t nr, size_t tv, const Block* const* wr, const Chunk* const* xc, size_t nb,
+template <class Block>
+HWY_INLINE void RunTile(size_t nr, size_t tv, const Block* const* wr, const WordChunk* const* xc, size_t nb,
                         size_t prefetch_ahead, WordScales& sc, float* out) {
   for (size_t i = 0; i < nr; ++i) {
     for (size_t j = 0; j < tv; ++j) MulScales(sc.dw[i], xc[j]->dx, nb, sc.s + (i * tv + j) * kChunkBlocks);
@@ -663,12 +686,19 @@ HWY_INLINE void RunTile(size_t nr, size_t tv, const Block* const* wr, const Chun
 template <class Block>
 void QuantChunkRows(const Block* w, size_t nb_row, size_t cb, size_t nb, const ActChunk* xc, size_t nv, float* y,
                     size_t y_stride, size_t row_begin, size_t row_end) {
-  WordScales scales;
+  ActScales scales;
   auto store = [&](size_t r, size_t v, float value) {
     float& dst = y[v * y_stride + r];
     dst = cb == 0 ? value : dst + value;
   };
   const size_t tile_rows = nv == 1 && !kMatVecRowTiles ? 1 : kTileRows;
+  if (nv == 1 && !kMatVecRowTiles) {
+    // Start the stream: the in-loop prefetch covers what lies ~4 KiB ahead
+    // of each step, so fetch the first 4 KiB of this call's rows now.
+    const char* first = reinterpret_cast<const char*>(w + row_begin * nb_row + cb);
+    const size_t bytes = std::min<size_t>(4096, (row_end - row_begin) * nb_row * sizeof(Block));
+    for (size_t off = 0; off < bytes; off += 64) hwy::Prefetch(first + off);
+  }
   for (size_t r = row_begin; r < row_end;) {
     const size_t nr = row_end - r >= tile_rows ? tile_rows : 1;
     const Block* wr[kTileRows];
