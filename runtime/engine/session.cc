@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
+#include <vector>
 
 #include "simd/model_kernels.h"
 #include "simd/model_kernels_ref.h"
@@ -58,6 +60,25 @@ Status Session::Feed(const int* tokens, size_t n) {
 
 Status Session::FeedAll(const int* tokens, size_t n, FunctionRef<void(size_t, const float*)> on_logits) {
   return FeedImpl(tokens, n, true, on_logits);
+}
+
+Status Session::FillSynthetic(size_t n, uint32_t seed) {
+  if (n == 0) return OkStatus();
+  if (n > static_cast<size_t>(INT32_MAX)) return InvalidArgument("synthetic fill of " + std::to_string(n) + " tokens is too long");
+  KVEDGE_RETURN_IF_ERROR(cache_->CheckRoom(static_cast<int>(n)));
+  const size_t kvdim = static_cast<size_t>(model_.config.n_kv_heads) * model_.config.head_dim;
+  constexpr size_t kPool = 16;  // distinct key and value vectors, cycled
+  std::vector<float> pool(2 * kPool * kvdim);  // [k|v][kPool][kv_dim]
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  for (float& f : pool) f = n01(rng);
+  for (size_t i = 0; i < n; ++i) {
+    const float* k = pool.data() + (i % kPool) * kvdim;
+    const float* v = pool.data() + (kPool + (i * 7 + 3) % kPool) * kvdim;
+    for (int l = 0; l < model_.config.n_layers; ++l) cache_->Append(l, k, v);
+  }
+  tokens_fed_ += n;
+  return OkStatus();
 }
 
 Status Session::FeedImpl(const int* tokens, size_t n, bool all, FunctionRef<void(size_t, const float*)> on_logits) {

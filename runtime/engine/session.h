@@ -44,6 +44,14 @@ class Session {
   // As Feed, and calls on_logits(i, logits[vocab]) for every token i.
   Status FeedAll(const int* tokens, size_t n, FunctionRef<void(size_t, const float*)> on_logits);
 
+  // For benchmarks that need a deep cache fast: appends n tokens of seeded
+  // synthetic keys and values (standard normal, cycled from a small pool) to
+  // every layer without running the model. Attention costs the same whatever
+  // the cached values, so decode after this fill times like decode after a
+  // real prefill; H2O scores get no attention mass from it. Logits() is not
+  // updated (Feed a token next). Errors: a `full` cache without room.
+  Status FillSynthetic(size_t n, uint32_t seed);
+
   const float* Logits() const { return last_logits_; }
   int vocab_size() const { return model_.config.vocab_size; }
   const KvCache& cache() const { return *cache_; }

@@ -182,6 +182,24 @@ TEST(EngineTest, RejectsOutOfRangeTokens) {
   EXPECT_NE(st.message().find("token id 512 at position 1"), std::string::npos);
 }
 
+// The benchmark fill: synthetic tokens count like fed ones (held, positions),
+// a `full` cache refuses a fill it cannot hold, and decoding afterwards works.
+TEST(EngineTest, SyntheticFillReachesDepthWithoutTheModel) {
+  const auto model = Load("models/stories260K.bin");
+  auto s = Session::Create(*model, FullF32(100));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->FillSynthetic(90, 1).ok());
+  EXPECT_EQ((*s)->tokens_fed(), 90u);
+  EXPECT_EQ((*s)->cache().Stats().tokens_held, 90u);
+  const int bos = 1;
+  ASSERT_TRUE((*s)->Feed(&bos, 1).ok());
+  const float* lg = (*s)->Logits();
+  for (int i = 0; i < (*s)->vocab_size(); ++i) ASSERT_TRUE(std::isfinite(lg[i])) << i;
+  const Status st = (*s)->FillSynthetic(10, 1);
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ((*s)->cache().Stats().tokens_held, 91u);
+}
+
 TEST(EngineTest, FullCacheRefusesWithContextFull) {
   const auto model = Load("models/stories260K.bin");
   auto s = Session::Create(*model, FullF32(40));
