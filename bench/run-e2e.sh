@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# End-to-end decode speed: `kvedge bench --json` over KV format × eviction
-# policy × depth × threads, REPS runs each, on a synthetic TinyLlama-1.1B q4_0
-# GGUF; writes docs/performance.md (median/min/max table) and
-# docs/performance-ms-per-token.png (median ms/token against depth).
+# End-to-end speed on a synthetic TinyLlama-1.1B q4_0 GGUF, written to
+# docs/performance.md (tables, goals) and docs/performance-ms-per-token.png:
+#  1. weight matvec bandwidth: kvedge_bench_kernels MatVec q4_0/q8_0 streamed
+#     from DRAM (32000x2048 copies cycled over 512 MiB) against MemoryRead,
+#     1 and 2 threads, median of 5 with random interleaving (one run, so the
+#     ratios are side by side);
+#  2. decode: `kvedge bench --json` over KV format × eviction policy × depth ×
+#     threads, REPS runs each. The depth is reached with `--fill synthetic`
+#     (keys/values straight into the cache; attention costs the same whatever
+#     the values) so a depth-16384 cell takes seconds, not minutes of prefill;
+#  3. prefill: REPS runs of a real batched prefill of 513 tokens (int4 full)
+#     per thread count, against decode at the same depth.
 #
-# Full matrix (the issue's): FORMATS="f16 int8 int4" POLICIES="full sinks"
-# DEPTHS="512 4096 16384" THREADS="1 2" REPS=3. Each run prefills `depth`
-# tokens first, so the cost is dominated by prefill: set a smaller matrix
-# through the environment when the machine is slow or shared, and the doc
-# records exactly what ran. `sinks` runs under --kv-budget 64MiB.
+# Full matrix (the issue's, the default): FORMATS="f16 int8 int4"
+# POLICIES="full sinks" DEPTHS="512 4096 16384" THREADS="1 2" REPS=3.
+# `sinks` runs under --kv-budget 64MiB.
 #
 # Usage: bench/run-e2e.sh [build dir, default build/release]
 set -euo pipefail
@@ -42,6 +48,24 @@ if [[ -x "$BENCH_KERNELS" ]]; then
        python3 -c 'import json,sys; b=[x for x in json.load(sys.stdin)["benchmarks"] if x["name"].endswith("_median")]; print("%.1f GB/s" % (b[0]["bytes_per_second"]/1e9))' || echo n/a)
 fi
 
+KERNELS_JSON="$WORK/kernels.json"
+echo "[]" >"$KERNELS_JSON"
+if [[ -x "$BENCH_KERNELS" ]]; then
+  "$BENCH_KERNELS" --benchmark_filter='^(MemoryRead|MatVec/q(4|8)_0/32000x2048/dram)' --benchmark_repetitions=5 \
+    --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true \
+    --benchmark_format=json >"$KERNELS_JSON" 2>/dev/null || echo "[]" >"$KERNELS_JSON"
+fi
+
+PREFILL="$WORK/prefill.jsonl"
+: >"$PREFILL"
+for rep in $(seq 1 "$REPS"); do
+  for t in $THREADS; do
+    line=$("$KVEDGE" bench -m "$MODEL" --depth 512 -n "$NDECODE" -t "$t" --kv int4 --policy full --fill model --json)
+    echo "$line" >>"$PREFILL"
+    echo "prefill rep $rep t=$t: $(echo "$line" | python3 -c 'import json,sys; j=json.load(sys.stdin); print("%.1f tok/s prefill, %.1f ms/token decode" % (j["prefill_tokens_per_s"], j["decode_ms_per_token"]))')" >&2
+  done
+done
+
 RESULTS="$WORK/results.jsonl"
 : > "$RESULTS"
 for rep in $(seq 1 "$REPS"); do
@@ -49,7 +73,7 @@ for rep in $(seq 1 "$REPS"); do
     for f in $FORMATS; do
       for p in $POLICIES; do
         for d in $DEPTHS; do
-          args=(bench -m "$MODEL" --depth "$d" -n "$NDECODE" -t "$t" --kv "$f" --policy "$p" --json)
+          args=(bench -m "$MODEL" --depth "$d" -n "$NDECODE" -t "$t" --kv "$f" --policy "$p" --fill synthetic --json)
           [[ "$p" == sinks ]] && args+=(--kv-budget 64MiB)
           t0=$(date +%s.%N)
           line=$("$KVEDGE" "${args[@]}")
@@ -66,10 +90,12 @@ ELAPSED=$(( $(date +%s) - START ))
 CPU="$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)"
 NCPU="$(nproc)"
 CMD="FORMATS=\"$FORMATS\" POLICIES=\"$POLICIES\" DEPTHS=\"$DEPTHS\" THREADS=\"$THREADS\" REPS=$REPS NDECODE=$NDECODE bench/run-e2e.sh"
-python3 - "$RESULTS" "$WORK" "$OUT_MD" "$CMD" "$CPU" "$NCPU" "$BW" "$ELAPSED" "$(uptime)" <<'EOF'
+python3 - "$RESULTS" "$WORK" "$OUT_MD" "$CMD" "$CPU" "$NCPU" "$BW" "$ELAPSED" "$(uptime)" "$KERNELS_JSON" "$PREFILL" <<'EOF'
 import json, statistics, sys, collections
-res, work, out_md, cmd, cpu, ncpu, bw, elapsed, up = sys.argv[1:10]
+res, work, out_md, cmd, cpu, ncpu, bw, elapsed, up, kernels_json, prefill = sys.argv[1:12]
 rows = [json.loads(l) for l in open(res)]
+kern = {b["run_name"]: b for b in json.load(open(kernels_json)).get("benchmarks", []) if b.get("aggregate_name") == "median"} if open(kernels_json).read().strip() != "[]" else {}
+pre = [json.loads(l) for l in open(prefill)]
 groups = collections.OrderedDict()
 for r in rows:
     groups.setdefault((r["kv"], r["policy"], r["threads"], r["depth"]), []).append(r)
@@ -80,10 +106,26 @@ lines = ["# End-to-end decode performance", "",
          f"- MemoryRead bandwidth (1 GiB streaming read, 1 thread, median of 3): {bw}",
          f"- Model: synthetic TinyLlama-1.1B, q4_0 weights ({rows[0]['weight_bytes']/1e9:.3f} GB)" if rows else "",
          f"- Total runtime: {int(elapsed)//60} min {int(elapsed)%60} s", "",
+         ]
+mem = kern.get("MemoryRead/real_time")
+if mem:
+    membw = mem["bytes_per_second"]
+    lines += ["## Weight matvec against memory bandwidth", "",
+              "`kvedge_bench_kernels` `MatVec/<fmt>/32000x2048/dram`: copies of a 32000x2048 matrix cycled over 512 MiB, so",
+              "every byte comes from DRAM (no L3 reuse between iterations); median of 5, random interleaving, one run.", "",
+              "| kernel | threads | GB/s | of MemoryRead (%.1f GB/s) |" % (membw / 1e9), "|---|---:|---:|---:|"]
+    for w in ("q4_0", "q8_0"):
+        for th, suffix in ((1, ""), (2, "/threads:2")):
+            b = kern.get(f"MatVec/{w}/32000x2048/dram{suffix}/real_time")
+            if b:
+                lines.append(f"| MatVec {w} | {th} | {b['bytes_per_second']/1e9:.1f} | {100*b['bytes_per_second']/membw:.0f}% |")
+    lines.append("")
+lines += ["## Decode", "",
          "ms/token: median over repetitions of each run's median decode step; spread = min–max of the",
-         "per-run medians. `sinks` runs under `--kv-budget 64MiB` (capacity column), `full` with capacity",
-         "depth + n + 1.", "",
-         "| kv | policy | threads | depth | capacity | runs | ms/token (median) | spread | prefill tok/s (median) | KV held MiB |",
+         "per-run medians. Depth reached with `--fill synthetic`, then a real 64-token prefill (its speed in",
+         "the prefill column). `sinks` runs under `--kv-budget 64MiB` (capacity column), `full` with",
+         "capacity depth + n + 1.", "",
+         "| kv | policy | threads | depth | capacity | runs | ms/token (median) | spread | prefill tok/s, 64-token batch | KV held MiB |",
          "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
 series = collections.OrderedDict()
 for (kv, pol, th, d), rs in groups.items():
@@ -93,6 +135,44 @@ for (kv, pol, th, d), rs in groups.items():
     lines.append(f"| {kv} | {pol} | {th} | {d} | {rs[0]['capacity']} | {len(rs)} | {med:.1f} | {min(ms):.1f}–{max(ms):.1f} | {pf:.1f} | {rs[0]['kv_bytes']/2**20:.1f} |")
     series.setdefault(f"{kv} {pol} t{th}", []).append((d, med))
 lines += ["", "![median ms/token against depth](performance-ms-per-token.png)", ""]
+def med(kv, pol, th, d):
+    rs = groups.get((kv, pol, th, d))
+    return statistics.median(r["decode_ms_per_token"] for r in rs) if rs else None
+if pre:
+    lines += ["## Prefill against decode", "",
+              "Real batched prefill of 513 tokens (int4 `full`), then decode at that depth; medians over runs.", "",
+              "| threads | runs | prefill tok/s | prefill ms/token | decode ms/token | decode / prefill per token |",
+              "|---:|---:|---:|---:|---:|---:|"]
+    for th in sorted({p["threads"] for p in pre}):
+        ps = [p for p in pre if p["threads"] == th]
+        tps = statistics.median(p["prefill_tokens_per_s"] for p in ps)
+        dms = statistics.median(p["decode_ms_per_token"] for p in ps)
+        lines.append(f"| {th} | {len(ps)} | {tps:.1f} | {1e3/tps:.1f} | {dms:.1f} | {dms*tps/1e3:.2f}x |")
+    lines.append("")
+lines += ["## Goals (issue 7), computed from the tables above", ""]
+if mem and rows:
+    bound_ms = rows[0]["weight_bytes"] / mem["bytes_per_second"] * 1e3
+    d512 = med("int4", "full", 1, 512)
+    if d512:
+        lines.append(f"- Decode, 1 thread, depth 512, INT4: {d512:.1f} ms/token = {d512/bound_ms:.2f}x the bandwidth bound "
+                     f"({rows[0]['weight_bytes']/1e9:.3f} GB / {mem['bytes_per_second']/1e9:.1f} GB/s = {bound_ms:.1f} ms; goal ≤ 1.3x).")
+for th in sorted({k[2] for k in groups}):
+    for d in sorted({k[3] for k in groups}):
+        a, b = med("int4", "full", th, d), med("f16", "full", th, d)
+        if a and b and d >= 4096:
+            lines.append(f"- INT4 vs f16 KV, `full`, {th} thread(s), depth {d}: {a:.1f} vs {b:.1f} ms/token ({'faster' if a < b else 'not faster'}).")
+    base = med("int4", "sinks", th, 512)
+    for d in (4096, 16384):
+        x = med("int4", "sinks", th, d)
+        if base and x:
+            lines.append(f"- INT4 `sinks` (64 MiB), {th} thread(s): depth {d} {x:.1f} vs depth 512 {base:.1f} ms/token ({100*(x/base-1):+.1f}%; goal ±5%).")
+    i_hi, i_lo, f_hi, f_lo = med("int4", "full", th, 16384), med("int4", "full", th, 512), med("f16", "full", th, 16384), med("f16", "full", th, 512)
+    if None not in (i_hi, i_lo, f_hi, f_lo) and f_hi > f_lo:
+        lines.append(f"- KV share of the step at depth 16384 (ms above depth 512), {th} thread(s): INT4 {i_hi-i_lo:.1f} ms vs f16 {f_hi-f_lo:.1f} ms = {100*(i_hi-i_lo)/(f_hi-f_lo):.0f}% (goal ≤ 35%).")
+one, two = med("int4", "full", 1, 4096), med("int4", "full", 2, 4096)
+if one and two:
+    lines.append(f"- 2 threads vs 1, INT4 `full`, depth 4096: {one:.1f} / {two:.1f} ms = {one/two:.2f}x (goal ≥ 1.7x).")
+lines.append("")
 open(out_md, "w").write("\n".join(lines) + "\n")
 with open(f"{work}/plot.gp", "w") as g:
     g.write('set terminal png size 900,600\nset output "%s"\n' % out_md.replace("performance.md", "performance-ms-per-token.png"))
