@@ -475,7 +475,9 @@ HWY_INLINE void TileKernel(const Block* const* w, const WordChunk* const* xc, co
 // of "avx512vnni", so the functions that call vpdpbusd on zmm add it.
 // GFNI (for the Q4_0 nibble split) is not in that string either; every CPU
 // with AVX3_DL's VBMI2 + VAES + VPCLMULQDQ has it (Ice Lake, Zen 4 and later).
-#define KVEDGE_ATTR_VNNI512 __attribute__((target("avx512vnni,gfni")))
+// The attribute repeats the target string: clang replaces the pragma's target
+// with a function's own instead of adding to it.
+#define KVEDGE_ATTR_VNNI512 __attribute__((target(HWY_TARGET_STR ",avx512vnni,gfni")))
 constexpr size_t kPairCodes = 64;  // int8 activation codes per pair
 constexpr size_t kPairLanes = 16;  // int32 lanes per pair
 constexpr size_t kChunkPairs = kChunkBlocks / 2;
