@@ -306,7 +306,8 @@ HWY_INLINE void BlockScales(const Block* w, size_t nb, uint16_t* bits, float* dw
   size_t b = 0;
   for (; b < nb; ++b) {
     // One scalar load and store each: without the barrier GCC merges these
-    // into vpinsrw chains, which tie up vector ports (a third of decode).
+    // into vpinsrw chains on x86, which occupy vector ports (perf showed
+    // them as a third of decode when the AVX3_DL path still used this pass).
     uint32_t d = w[b].d;
     asm("" : "+r"(d));
     bits[b] = static_cast<uint16_t>(d);
