@@ -4,7 +4,8 @@
 // per-target tests agree); this header checks they are in force.
 //
 // - HWY_COMPILE_ALL_ATTAINABLE: every target this compiler can build, so tests
-//   run each path dispatch can take (x86: SCALAR, SSSE3, SSE4, AVX2, AVX3;
+//   run each path dispatch can take (x86: SCALAR, SSSE3, SSE4, AVX2, AVX3,
+//   and AVX3_DL through HWY_WANT_AVX3_DL;
 //   aarch64: SCALAR, NEON, SVE, SVE2, SVE_256, SVE2_128).
 // - GCC 12.2 marks EMU128 broken (GCC bug 106322); Highway then falls back to
 //   the 1-lane HWY_SCALAR target, so every kernel must compile for it.
