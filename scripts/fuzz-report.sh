@@ -120,12 +120,22 @@ out=docs/robustness-fuzz.md
   echo
   echo "*cov / ft*: libFuzzer's edge-coverage and feature counts on its last status line (counted over"
   echo "everything the binary instruments, including the libraries). *runs*: fuzzer processes the"
-  echo "budget took (resumes). *crashes*: ASan/UBSan reports, traps, leaks, out-of-memory (2 GiB)"
+  echo "budget took (resumes). *execs/CPU-s*: executions per CPU-second (per wall second would"
+  echo "measure the other users of the machine). *crashes*: ASan/UBSan reports, traps, leaks, out-of-memory (2 GiB)"
   echo "inputs, and timeouts or slow units that still need ≥ 20 CPU-s when run alone; libFuzzer's"
   echo "timeouts are wall time, so on the shared machine most are a fuzzer waiting for a CPU —"
   echo "those are counted as *starved* (\`crashes/starved/\`, with the CPU time each took alone)."
   echo "(During this campaign the fuzzers were also seen stopped, state T, while another user's"
   echo "benchmark ran: wall time passed, CPU time did not.)"
+  echo
+  total_crashes=$(cat "${dir}"/*/summary.tsv | awk -F'\t' '$1 != "target" { c += $10 + $11 } END { print c + 0 }')
+  total_min=$(cat "${dir}"/*/summary.tsv | awk -F'\t' '$1 != "target" { c += $2 } END { printf "%.0f", c / 60 }')
+  if [[ "${total_crashes}" == 0 ]]; then
+    echo "No target found a crash, sanitizer report, leak, out-of-memory or real timeout in"
+    echo "${total_min} CPU-minutes in all, so the campaign led to no library fix and no regression input."
+  else
+    echo "**${total_crashes} inputs in \`crashes/\` still need a look** (fix, then keep them as regression tests)."
+  fi
   echo
   echo "Runs that ended before their time limit (the campaign stops a target on any of these"
   echo "unless the input was starved, and is resumed by hand after a look):"
