@@ -2,7 +2,8 @@
 # Regenerates docs/robustness.md: every hostile/broken input kvedge is tested
 # on, with the exact error it gives and the test that proves it. Runs the
 # bad-file table (tests/runtime/bad_file_test.cc) and the CLI cases
-# (tests/cli/CMakeLists.txt) from the release build.
+# (tests/cli/CMakeLists.txt) from the release build, then appends the fuzzing
+# section (docs/robustness-fuzz.md, written by scripts/fuzz-report.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake --preset release >/dev/null
@@ -64,5 +65,11 @@ PY
   echo "Test: ctest \`cli.signals_and_closed_stdout\` (\`tests/cli/signals.sh\`): SIGINT during"
   echo "\`kvedge generate -n -1\` ends with exit 0 and the summary (\"interrupted\"); stdout"
   echo "closed early (\`| head -c 100\`) ends quietly with exit 0."
+  # The fuzzing section comes from a long campaign, not from CI: scripts/fuzz-report.sh
+  # writes it and it is kept as it is until the campaign is run again.
+  if [[ -f docs/robustness-fuzz.md ]]; then
+    echo
+    grep -v '^<!--' docs/robustness-fuzz.md
+  fi
 } >docs/robustness.md
-echo "wrote docs/robustness.md ($(grep -c '^| `' docs/robustness.md) cases)"
+echo "wrote docs/robustness.md ($(sed '/^## Fuzzing/q' docs/robustness.md | grep -c '^| `') cases)"
