@@ -8,8 +8,10 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "platform/memory.h"
 #include "platform/thread_arena.h"
 #include "simd/model_kernels.h"
 #include "simd/weight_quant.h"
@@ -17,20 +19,20 @@
 namespace kvedge {
 namespace {
 
-// A random [rows][cols] matrix in `type`, in one buffer (no per-row padding,
-// like a mapped GGUF tensor).
+// A random [rows][cols] matrix in `type` and `layout`, in one 64-byte aligned
+// buffer (no per-row padding, like a mapped GGUF tensor or a loader's
+// interleaved copy).
 class BenchMatrix {
  public:
-  BenchMatrix(WeightType type, size_t rows, size_t cols)
-      : storage_(rows * WeightRowBytes(type, cols) / sizeof(uint64_t) + 1) {
+  BenchMatrix(WeightType type, WeightLayout layout, size_t rows, size_t cols) {
     std::mt19937 rng(1);
     std::normal_distribution<float> dist(0.0f, 0.05f);
     std::vector<float> row(cols);
     const size_t row_bytes = WeightRowBytes(type, cols);
-    uint8_t* base = reinterpret_cast<uint8_t*>(storage_.data());
+    AlignedBuffer rows_buf = AlignedBuffer::Allocate(rows * row_bytes, "bench matrix").value();
     for (size_t r = 0; r < rows; ++r) {
       for (float& f : row) f = dist(rng);
-      uint8_t* dst = base + r * row_bytes;
+      uint8_t* dst = rows_buf.data() + r * row_bytes;
       switch (type) {
         case WeightType::kF32: std::memcpy(dst, row.data(), row_bytes); break;
         case WeightType::kF16: QuantizeRowF16(row.data(), cols, reinterpret_cast<uint16_t*>(dst)); break;
@@ -39,15 +41,27 @@ class BenchMatrix {
         case WeightType::kQ4_0: QuantizeRowQ4_0(row.data(), cols, reinterpret_cast<BlockQ4_0*>(dst)); break;
       }
     }
-    view_ = MatrixView{type, base, rows, cols};
+    view_ = MatrixView{type, rows_buf.data(), rows, cols};
+    if (layout == WeightLayout::kInterleaved16) {
+      storage_ = AlignedBuffer::Allocate(MatrixBytes(type, layout, rows, cols), "bench matrix").value();
+      InterleaveGroups(view_, 0, (rows + kInterleaveRows - 1) / kInterleaveRows, storage_.data());
+      view_ = InterleavedView(view_, storage_.data());
+    } else {
+      storage_ = std::move(rows_buf);
+    }
   }
   const MatrixView& view() const { return view_; }
-  size_t bytes() const { return view_.rows * WeightRowBytes(view_.type, view_.cols); }
+  size_t bytes() const { return MatrixBytes(view_.type, view_.layout, view_.rows, view_.cols); }
 
  private:
-  std::vector<uint64_t> storage_;
+  AlignedBuffer storage_;
   MatrixView view_;
 };
+
+// "q4_0" (GGUF rows) or "q4_0.il16" (kInterleaved16).
+std::string FormatName(WeightType t, WeightLayout layout) {
+  return std::string(WeightTypeName(t)) + (layout == WeightLayout::kInterleaved16 ? ".il16" : "");
+}
 
 std::vector<float> RandomInput(size_t n) {
   std::mt19937 rng(2);
@@ -57,8 +71,9 @@ std::vector<float> RandomInput(size_t n) {
   return x;
 }
 
-void BM_MatVec(benchmark::State& state, WeightType type, size_t rows, size_t cols, int threads) {
-  const BenchMatrix m(type, rows, cols);
+void BM_MatVec(benchmark::State& state, WeightType type, WeightLayout layout, size_t rows, size_t cols,
+               int threads) {
+  const BenchMatrix m(type, layout, rows, cols);
   const std::vector<float> x = RandomInput(cols);
   std::vector<float> y(rows);
   std::unique_ptr<ThreadArena> arena;
@@ -76,20 +91,24 @@ void BM_MatVec(benchmark::State& state, WeightType type, size_t rows, size_t col
 // its weights in the 32 MiB-class L3 (a single 37–65 MB matrix still gets
 // partial L3 hits from the previous iteration). Bytes/s against MemoryRead is
 // the decode-relevant fraction.
-void BM_MatVecStream(benchmark::State& state, WeightType type, int threads) {
+void BM_MatVecStream(benchmark::State& state, WeightType type, WeightLayout layout, int threads) {
   constexpr size_t kRows = 32000, kCols = 2048;
-  const BenchMatrix first(type, kRows, kCols);
+  const BenchMatrix first(type, layout, kRows, kCols);
   const size_t bytes = first.bytes();
   const size_t copies = ((size_t{512} << 20) + bytes - 1) / bytes;
-  std::vector<std::vector<uint64_t>> storage(copies, std::vector<uint64_t>(bytes / sizeof(uint64_t) + 1));
-  for (auto& c : storage) std::memcpy(c.data(), first.view().data, bytes);
+  std::vector<AlignedBuffer> storage;
+  for (size_t c = 0; c < copies; ++c) {
+    storage.push_back(AlignedBuffer::Allocate(bytes, "bench matrix copy").value());
+    std::memcpy(storage.back().data(), first.view().data, bytes);
+  }
   const std::vector<float> x = RandomInput(kCols);
   std::vector<float> y(kRows);
   std::unique_ptr<ThreadArena> arena;
   if (threads > 1) arena = ThreadArena::Create(threads).value();
   size_t i = 0;
   for (auto _ : state) {
-    const MatrixView m{type, storage[i].data(), kRows, kCols};
+    MatrixView m = first.view();
+    m.data = storage[i].data();
     MatVec(m, x.data(), y.data(), arena.get());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
@@ -98,8 +117,9 @@ void BM_MatVecStream(benchmark::State& state, WeightType type, int threads) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
 }
 
-void BM_MatMul(benchmark::State& state, WeightType type, size_t rows, size_t cols, size_t batch) {
-  const BenchMatrix m(type, rows, cols);
+void BM_MatMul(benchmark::State& state, WeightType type, WeightLayout layout, size_t rows, size_t cols,
+               size_t batch) {
+  const BenchMatrix m(type, layout, rows, cols);
   const std::vector<float> x = RandomInput(batch * cols);  // [batch][cols]
   std::vector<float> y(batch * rows);                        // [batch][rows]
   for (auto _ : state) {
@@ -111,30 +131,35 @@ void BM_MatMul(benchmark::State& state, WeightType type, size_t rows, size_t col
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * batch));
 }
 
-// Registers every format × TinyLlama-1.1B shape (q/o, k/v, gate/up, down,
-// classifier), single-threaded and on a 2-thread arena, plus prefill tiles.
+// Registers every format (Q8_0/Q4_0 in both layouts) × TinyLlama-1.1B shape
+// (q/o, k/v, gate/up, down, classifier), single-threaded and on a 2-thread
+// arena, the DRAM stream, and prefill tiles.
 int RegisterAll() {
-  const WeightType types[] = {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kQ8_0,
-                              WeightType::kQ4_0};
+  std::vector<std::pair<WeightType, WeightLayout>> formats;
+  for (WeightType t : {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kQ8_0, WeightType::kQ4_0}) {
+    formats.emplace_back(t, WeightLayout::kRows);
+  }
+  for (WeightType t : {WeightType::kQ8_0, WeightType::kQ4_0}) formats.emplace_back(t, WeightLayout::kInterleaved16);
   const size_t shapes[][2] = {{2048, 2048}, {256, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}};
-  for (WeightType t : types) {
+  for (const auto& [t, layout] : formats) {
     for (const auto& s : shapes) {
       const std::string name =
-          std::string("MatVec/") + WeightTypeName(t) + "/" + std::to_string(s[0]) + "x" + std::to_string(s[1]);
-      benchmark::RegisterBenchmark(name.c_str(), BM_MatVec, t, s[0], s[1], 1)->UseRealTime();
-      benchmark::RegisterBenchmark((name + "/threads:2").c_str(), BM_MatVec, t, s[0], s[1], 2)->UseRealTime();
+          "MatVec/" + FormatName(t, layout) + "/" + std::to_string(s[0]) + "x" + std::to_string(s[1]);
+      benchmark::RegisterBenchmark(name.c_str(), BM_MatVec, t, layout, s[0], s[1], 1)->UseRealTime();
+      benchmark::RegisterBenchmark((name + "/threads:2").c_str(), BM_MatVec, t, layout, s[0], s[1], 2)
+          ->UseRealTime();
     }
   }
-  for (WeightType t : {WeightType::kQ8_0, WeightType::kQ4_0}) {
-    const std::string name = std::string("MatVec/") + WeightTypeName(t) + "/32000x2048/dram";
-    benchmark::RegisterBenchmark(name.c_str(), BM_MatVecStream, t, 1)->UseRealTime();
-    benchmark::RegisterBenchmark((name + "/threads:2").c_str(), BM_MatVecStream, t, 2)->UseRealTime();
+  for (const auto& [t, layout] : formats) {
+    if (t != WeightType::kQ8_0 && t != WeightType::kQ4_0) continue;
+    const std::string name = "MatVec/" + FormatName(t, layout) + "/32000x2048/dram";
+    benchmark::RegisterBenchmark(name.c_str(), BM_MatVecStream, t, layout, 1)->UseRealTime();
+    benchmark::RegisterBenchmark((name + "/threads:2").c_str(), BM_MatVecStream, t, layout, 2)->UseRealTime();
   }
-  for (WeightType t : types) {
+  for (const auto& [t, layout] : formats) {
     for (size_t batch : {8u, 32u}) {
-      const std::string name =
-          std::string("MatMul/") + WeightTypeName(t) + "/2048x2048/batch:" + std::to_string(batch);
-      benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, t, 2048, 2048, batch)->UseRealTime();
+      const std::string name = "MatMul/" + FormatName(t, layout) + "/2048x2048/batch:" + std::to_string(batch);
+      benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, t, layout, 2048, 2048, batch)->UseRealTime();
     }
   }
   return 0;

@@ -26,6 +26,10 @@ class MappedFile {
   ~MappedFile();
 
   const uint8_t* data() const { return data_; }
+  // Tells the kernel the whole pages inside [p, p + bytes) are not needed
+  // now: they leave this process's resident set (clean file pages, re-read
+  // on the next access). For ranges copied elsewhere (interleaved weights).
+  void DropPages(const void* p, size_t bytes) const;
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 

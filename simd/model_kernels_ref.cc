@@ -39,8 +39,25 @@ const uint8_t* RowPtr(const MatrixView& w, size_t r) {
   return static_cast<const uint8_t*>(w.data) + r * WeightRowBytes(w.type, w.cols);
 }
 
+// Integer code of weight c in row r of an interleaved matrix (layout in
+// model_kernels.h), and the f16 scale of its block.
+int InterleavedCode(const MatrixView& w, size_t r, size_t c, float* d) {
+  const bool q8 = w.type == WeightType::kQ8_0;
+  const size_t b = c / kQuantBlock;
+  const size_t j = c % kQuantBlock;
+  const size_t i = r % kInterleaveRows;
+  const uint8_t* group = static_cast<const uint8_t*>(w.data) + r / kInterleaveRows * InterleavedGroupBytes(w.type, w.cols);
+  const uint8_t* scale = group + InterleavedScaleOffset(w.type, b) + i * sizeof(uint16_t);
+  *d = F32FromF16(static_cast<uint16_t>(scale[0] | scale[1] << 8));
+  const size_t byte = q8 ? j : j % 16;  // qs byte of the block holding weight j
+  const uint8_t code = group[InterleavedCodeOffset(w.type, b) + 64 * (byte / 4) + 4 * i + byte % 4];
+  if (q8) return static_cast<int>(code) - 128;
+  return (j < 16 ? code & 15 : code >> 4) - 8;
+}
+
 // Integer code of weight c in a quantized row, and the f16 scale of its block.
 int QuantCode(const MatrixView& w, size_t r, size_t c, float* d) {
+  if (w.layout == WeightLayout::kInterleaved16) return InterleavedCode(w, r, c, d);
   const size_t b = c / kQuantBlock;
   const int j = static_cast<int>(c % kQuantBlock);
   if (w.type == WeightType::kQ8_0) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "simd/kv_format.h"
 
@@ -66,6 +67,49 @@ void QuantizeRowF16(const float* x, size_t n, uint16_t* out) {
 
 void QuantizeRowBF16(const float* x, size_t n, uint16_t* out) {
   for (size_t i = 0; i < n; ++i) out[i] = BF16FromF32(x[i]);
+}
+
+void InterleaveGroups(const MatrixView& src, size_t group_begin, size_t group_end, uint8_t* dst) {
+  if ((src.type != WeightType::kQ8_0 && src.type != WeightType::kQ4_0) || src.layout != WeightLayout::kRows) {
+    std::fprintf(stderr, "%s:%d: only row-major Q8_0/Q4_0 matrices interleave (got %s)\n", __FILE__, __LINE__,
+                 WeightTypeName(src.type));
+    std::abort();
+  }
+  CheckBlockMultiple(src.cols, "InterleaveGroups");
+  const bool q8 = src.type == WeightType::kQ8_0;
+  const size_t qs_bytes = q8 ? 32 : 16;  // per block and row
+  const size_t nb = src.cols / kQuantBlock;
+  const size_t row_bytes = WeightRowBytes(src.type, src.cols);
+  const size_t group_bytes = InterleavedGroupBytes(src.type, src.cols);
+  const uint8_t* rows = static_cast<const uint8_t*>(src.data);
+  for (size_t g = group_begin; g < group_end; ++g) {
+    uint8_t* group = dst + g * group_bytes;
+    std::fill(group, group + group_bytes, uint8_t{0});
+    for (size_t i = 0; i < kInterleaveRows; ++i) {
+      const size_t r = g * kInterleaveRows + i;
+      for (size_t b = 0; b < nb; ++b) {
+        uint8_t* scale = group + InterleavedScaleOffset(src.type, b) + i * sizeof(uint16_t);
+        uint8_t* codes = group + InterleavedCodeOffset(src.type, b) + 4 * i;  // qs byte j at 64·(j/4) + j%4
+        if (r >= src.rows) {
+          // A zero weight: scale 0, code 8 (Q4_0: both nibbles) or 128.
+          for (size_t j = 0; j < qs_bytes; ++j) codes[64 * (j / 4) + j % 4] = q8 ? 0x80 : 0x88;
+          continue;
+        }
+        const uint8_t* block = rows + r * row_bytes + b * (2 + qs_bytes);  // f16 d, then qs
+        std::memcpy(scale, block, sizeof(uint16_t));
+        for (size_t j = 0; j < qs_bytes; ++j) {
+          codes[64 * (j / 4) + j % 4] = q8 ? static_cast<uint8_t>(block[2 + j] ^ 0x80) : block[2 + j];
+        }
+      }
+    }
+  }
+}
+
+MatrixView InterleavedView(const MatrixView& src, const uint8_t* dst) {
+  MatrixView v = src;
+  v.data = dst;
+  v.layout = WeightLayout::kInterleaved16;
+  return v;
 }
 
 }  // namespace kvedge

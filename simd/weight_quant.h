@@ -1,6 +1,7 @@
 // Reference weight quantizers (SIMD-free): f32 rows → GGUF Q8_0 / Q4_0 blocks,
 // f16, bf16. Used by the GGUF writer and by tests; bit-exact to ggml's
-// quantize_row_q8_0_reference / quantize_row_q4_0_reference.
+// quantize_row_q8_0_reference / quantize_row_q4_0_reference. And the
+// relayout of Q8_0 / Q4_0 matrices into kInterleaved16 (model_kernels.h).
 #ifndef KVEDGE_SIMD_WEIGHT_QUANT_H_
 #define KVEDGE_SIMD_WEIGHT_QUANT_H_
 
@@ -22,6 +23,15 @@ void QuantizeRowQ4_0(const float* x, size_t n, BlockQ4_0* out);
 // out: [n] IEEE half / bfloat16 bits, round to nearest even.
 void QuantizeRowF16(const float* x, size_t n, uint16_t* out);
 void QuantizeRowBF16(const float* x, size_t n, uint16_t* out);
+
+// Copies 16-row groups [group_begin, group_end) of `src` (Q8_0 or Q4_0,
+// kRows) into the kInterleaved16 layout at dst: the whole matrix's
+// MatrixBytes(src.type, kInterleaved16, rows, cols) bytes, 64-byte aligned;
+// the last group's missing rows become zero weights. Groups are independent
+// (loaders split them over threads). Lossless: every weight keeps its bits.
+void InterleaveGroups(const MatrixView& src, size_t group_begin, size_t group_end, uint8_t* dst);
+// The view of a matrix interleaved at dst.
+MatrixView InterleavedView(const MatrixView& src, const uint8_t* dst);
 
 }  // namespace kvedge
 

@@ -20,6 +20,7 @@ namespace kvedge::cli {
 struct ModelFlags {
   std::string model;
   std::string tokenizer;
+  bool no_repack = false;  // keep Q8_0/Q4_0 matrices in the file's layout
 };
 void AddModelFlags(CLI::App* app, ModelFlags* f, bool required);
 

@@ -10,6 +10,7 @@
 #include "platform/target_report.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/common.h"
+#include "simd/model_kernels.h"
 
 namespace kvedge::cli {
 namespace {
@@ -48,7 +49,10 @@ int RunInfo(const InfoOptions& opt) {
     std::printf("hardware threads:  %d (default -t %d)\n", r.hardware_threads, r.hardware_threads);
   }
   if (!opt.model.model.empty()) {
-    auto loaded = LoadModelAndTokenizer(opt.model, /*need_tokenizer=*/false);
+    // Metadata only: no interleaved copy (generate/bench would make one).
+    ModelFlags metadata_only = opt.model;
+    metadata_only.no_repack = true;
+    auto loaded = LoadModelAndTokenizer(metadata_only, /*need_tokenizer=*/false);
     if (!loaded.ok()) return ReportError("info", loaded.status());
     const ModelConfig& c = loaded->weights->config;
     auto so = MakeSessionOptions(opt.kv, c);
@@ -60,6 +64,9 @@ int RunInfo(const InfoOptions& opt) {
                   {"kv_heads", c.n_kv_heads}, {"head_dim", c.head_dim}, {"rope_dim", c.rope_dim},
                   {"rope_theta", c.rope_theta}, {"vocab", c.vocab_size}, {"context_length", c.context_length},
                   {"weight_bytes", loaded->weights->weight_bytes}};
+    // What generate/bench do with Q8_0/Q4_0 matrices on this CPU.
+    const char* layout = InterleavedWeightsPreferred() && !opt.model.no_repack ? "interleaved16" : "file";
+    j["weight_layout"] = layout;
     j["kv_plan"] = {{"policy", EvictionPolicyName(plan->policy)}, {"key_format", KvFormatName(plan->key_format)},
                     {"value_format", KvFormatName(plan->value_format)}, {"capacity", plan->capacity},
                     {"sinks", plan->sinks}, {"heavy", plan->heavy}, {"window", plan->window},
@@ -71,6 +78,9 @@ int RunInfo(const InfoOptions& opt) {
                   c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_theta);
       std::printf("  vocab %d, trained context %d, weights %s\n", c.vocab_size, c.context_length,
                   FormatBytes(loaded->weights->weight_bytes).c_str());
+      std::printf("  Q8_0/Q4_0 layout %s\n", std::string(layout) == "file"
+                                                   ? "as in the file (used in place)"
+                                                   : "interleaved16 (copied at load for the AVX-512 VNNI kernels)");
       std::printf("kv plan:           %s\n", plan->Describe().c_str());
       std::printf("  %d tokens per lane fit; an f16 cache of that many tokens needs %s\n", plan->capacity,
                   FormatBytes(plan->F16FullBytes(static_cast<uint64_t>(plan->capacity))).c_str());

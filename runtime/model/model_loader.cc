@@ -1,12 +1,15 @@
 // Model loading: format detection, GGUF llama metadata and tensor mapping.
 #include "runtime/model/model_loader.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "runtime/model/llama2c.h"
 #include "simd/kv_format.h"
+#include "simd/weight_quant.h"
 
 namespace kvedge {
 namespace {
@@ -216,10 +219,51 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadModelFromMemory(const uint8_t* data,
   return LoadBytes(data, size, name);
 }
 
-StatusOr<std::unique_ptr<ModelWeights>> LoadModel(const std::string& path) {
+Status InterleaveWeights(ModelWeights* w) {
+  std::vector<MatrixView*> matrices = {&w->output};
+  for (LayerWeights& l : w->layers) {
+    for (MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3, &l.w2}) matrices.push_back(m);
+  }
+  std::erase_if(matrices, [](const MatrixView* m) {
+    return (m->type != WeightType::kQ8_0 && m->type != WeightType::kQ4_0) || m->layout != WeightLayout::kRows;
+  });
+  // One allocation for all copies (group sizes are 64-byte multiples): one
+  // mapping of exactly their size, no allocator overhead per matrix.
+  size_t total = 0;
+  for (const MatrixView* m : matrices) total += MatrixBytes(m->type, WeightLayout::kInterleaved16, m->rows, m->cols);
+  if (total == 0) return OkStatus();
+  KVEDGE_ASSIGN_OR_RETURN(AlignedBuffer buf, AlignedBuffer::Allocate(total, "interleaved weights"));
+  uint8_t* dst = buf.data();
+  for (MatrixView* m : matrices) {
+    // In slices of ~1 MiB, each slice's source pages dropped right after it
+    // is copied, so the resident set never holds a matrix twice. Tied
+    // embeddings keep their mapped rows for the token lookup, which touches
+    // only the pages of the tokens it reads.
+    const size_t groups = (m->rows + kInterleaveRows - 1) / kInterleaveRows;
+    const size_t row_bytes = WeightRowBytes(m->type, m->cols);
+    const size_t slice = std::max<size_t>(1, (size_t{1} << 20) / (kInterleaveRows * row_bytes));  // groups
+    const auto* src = static_cast<const uint8_t*>(m->data);
+    for (size_t g = 0; g < groups; g += slice) {
+      const size_t end = std::min(groups, g + slice);
+      InterleaveGroups(*m, g, end, dst);
+      const size_t src_begin = g * kInterleaveRows * row_bytes;
+      const size_t src_end = std::min(end * kInterleaveRows, m->rows) * row_bytes;
+      if (w->file.data() != nullptr) w->file.DropPages(src + src_begin, src_end - src_begin);
+    }
+    // Pages shared by two slices.
+    if (w->file.data() != nullptr) w->file.DropPages(src, m->rows * row_bytes);
+    *m = InterleavedView(*m, dst);
+    dst += MatrixBytes(m->type, WeightLayout::kInterleaved16, m->rows, m->cols);
+  }
+  w->owned.push_back(std::move(buf));
+  return OkStatus();
+}
+
+StatusOr<std::unique_ptr<ModelWeights>> LoadModel(const std::string& path, const LoadOptions& options) {
   KVEDGE_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
   KVEDGE_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> w, LoadBytes(file.data(), file.size(), path));
   w->file = std::move(file);  // the mapping's address is unchanged by the move
+  if (options.interleave && InterleavedWeightsPreferred()) KVEDGE_RETURN_IF_ERROR(InterleaveWeights(w.get()));
   return w;
 }
 

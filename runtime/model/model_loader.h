@@ -13,10 +13,26 @@
 
 namespace kvedge {
 
+struct LoadOptions {
+  // Copy Q8_0/Q4_0 matrices into the kInterleaved16 layout when this CPU's
+  // kernels are faster on it (InterleavedWeightsPreferred(): AVX-512 VNNI).
+  // The copies replace the mapped bytes in the resident set (their pages are
+  // dropped), so RSS stays ≈ the weights; loading reads every weight once.
+  // false: matrices are used in place from the mapping (page cache shared
+  // between processes, no copy, slower kernels on those CPUs).
+  bool interleave = true;
+};
+
 // Maps `path` and builds its weights. GGUF (architecture "llama"; matrices
 // F32/F16/BF16/Q8_0/Q4_0) or a llama2.c v0 checkpoint. Errors name the file,
 // the tensor or field, and what was expected. Thread-safe (no shared state).
-StatusOr<std::unique_ptr<ModelWeights>> LoadModel(const std::string& path);
+StatusOr<std::unique_ptr<ModelWeights>> LoadModel(const std::string& path, const LoadOptions& options = {});
+
+// Copies every Q8_0/Q4_0 matrix of w into owned kInterleaved16 buffers and
+// points the views at them (token_embedding stays in place: it is read one
+// row at a time); the mapped source pages are dropped from the resident set.
+// No-op for other formats. Errors: out of memory for a copy.
+Status InterleaveWeights(ModelWeights* w);
 
 // As LoadModel over `size` bytes at `data` (4-byte aligned), which must
 // outlive the result; `name` labels errors. For fuzzing and embedding.

@@ -91,6 +91,54 @@ TEST(EngineTest, GgufFilesBehaveLikeTheBin) {
   EXPECT_EQ(Greedy(*theirs, prompt, 50, FullF32(512)), kOnceUponATimeGreedy);
 }
 
+// Q8_0/Q4_0 models run the same on both weight layouts: the stories model
+// converted to each format (w2, 172 columns, stays f16), loaded in place
+// and interleaved. The layouts hold the same weights; only the f32 order of
+// the block sums differs, so logits agree to ~1e-5 of their range and greedy
+// decoding picks the same tokens. LoadModel interleaves exactly when the CPU
+// prefers it, and the interleaved copies replace the mapped pages.
+TEST(EngineTest, InterleavedWeightsMatchTheFileLayout) {
+  const auto bin = Load("models/stories260K.bin");
+  auto tok = LoadLlama2cTokenizer(testing::SharedPath("models/tok512.bin"), 512);
+  ASSERT_TRUE(tok.ok());
+  const std::vector<int> prompt = {1, 403, 407, 261, 378};
+  for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0}) {
+    const std::string path = testing::TempDir() + "/stories260K_" + WeightTypeName(type) + ".gguf";
+    ASSERT_TRUE(ConvertToGguf(*bin, **tok, path, type).ok());
+    LoadOptions in_place;
+    in_place.interleave = false;
+    auto rows = LoadModel(path, in_place);
+    auto auto_layout = LoadModel(path);
+    auto interleaved = LoadModel(path, in_place);
+    ASSERT_TRUE(rows.ok() && auto_layout.ok() && interleaved.ok());
+    ASSERT_TRUE(InterleaveWeights(interleaved->get()).ok());
+    const LayerWeights& l0 = (*interleaved)->layers[0];
+    EXPECT_EQ(l0.wq.layout, WeightLayout::kInterleaved16);
+    EXPECT_EQ(l0.w2.layout, WeightLayout::kRows);  // f16: not interleavable
+    EXPECT_EQ(l0.w2.type, WeightType::kF16);
+    EXPECT_EQ((*interleaved)->token_embedding.layout, WeightLayout::kRows);
+    EXPECT_EQ((*rows)->layers[0].wq.layout, WeightLayout::kRows);
+    EXPECT_EQ((*auto_layout)->layers[0].wq.layout,
+              InterleavedWeightsPreferred() ? WeightLayout::kInterleaved16 : WeightLayout::kRows);
+
+    auto a = Session::Create(**rows, FullF32(512));
+    auto b = Session::Create(**interleaved, FullF32(512));
+    ASSERT_TRUE(a.ok() && b.ok());
+    float max_diff = 0.0f, max_abs = 0.0f;
+    for (int t : prompt) {
+      ASSERT_TRUE((*a)->Feed(&t, 1).ok());
+      ASSERT_TRUE((*b)->Feed(&t, 1).ok());
+      for (int v = 0; v < (*a)->vocab_size(); ++v) {
+        max_diff = std::max(max_diff, std::fabs((*a)->Logits()[v] - (*b)->Logits()[v]));
+        max_abs = std::max(max_abs, std::fabs((*a)->Logits()[v]));
+      }
+    }
+    EXPECT_LE(max_diff, 1e-4f * max_abs) << WeightTypeName(type);
+    EXPECT_EQ(Greedy(**interleaved, prompt, 30, FullF32(512)), Greedy(**rows, prompt, 30, FullF32(512)))
+        << WeightTypeName(type);
+  }
+}
+
 // The README's reference: first 6,000 characters of the validation text as one
 // stream with a single BOS, 1,024 tokens scored in two 512-token windows with
 // the cache reset per window: mean NLL 1.3759.

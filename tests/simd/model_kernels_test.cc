@@ -36,9 +36,35 @@ bool IsQuant(WeightType t) { return t == WeightType::kQ8_0 || t == WeightType::k
 
 // A [rows][cols] matrix in one of the weight formats, owning its bytes.
 struct TestMatrix {
-  std::vector<uint64_t> storage;  // 8-byte aligned raw rows
+  std::vector<uint64_t> storage;  // raw bytes (view.data 64-byte aligned inside)
   MatrixView view;
 };
+
+const char* LayoutName(const MatrixView& m) {
+  return m.layout == WeightLayout::kRows ? "rows" : "interleaved16";
+}
+
+// Copy of a row-major Q8_0/Q4_0 matrix in the kInterleaved16 layout.
+TestMatrix Interleaved(const MatrixView& src) {
+  TestMatrix m;
+  const size_t bytes = MatrixBytes(src.type, WeightLayout::kInterleaved16, src.rows, src.cols);
+  m.storage.assign(bytes / 8 + 8, 0);
+  auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(m.storage.data()) + 63) & ~uintptr_t{63});
+  InterleaveGroups(src, 0, (src.rows + kInterleaveRows - 1) / kInterleaveRows, base);
+  m.view = InterleavedView(src, base);
+  return m;
+}
+
+// The matrix as given and, for Q8_0/Q4_0, its interleaved copy (owned by
+// *keep): every kernel test runs on both layouts.
+std::vector<MatrixView> Layouts(const MatrixView& m, TestMatrix* keep) {
+  std::vector<MatrixView> views = {m};
+  if (m.type == WeightType::kQ8_0 || m.type == WeightType::kQ4_0) {
+    *keep = Interleaved(m);
+    views.push_back(keep->view);
+  }
+  return views;
+}
 
 std::vector<float> RandomVector(size_t n, std::mt19937& rng, float scale = 1.0f) {
   std::normal_distribution<float> dist(0.0f, scale);
@@ -134,11 +160,17 @@ void TestKnownBlocks() {
     ASSERT_EQ(ref::DequantizeWeight(m8, 0, c), w8) << c;
     ASSERT_EQ(ref::DequantizeWeight(m4, 0, c), w4) << c;
     x[c] = 127.0f;
-    float y8 = 0.0f, y4 = 0.0f;
-    MatVec(m8, x.data(), &y8, nullptr);
-    MatVec(m4, x.data(), &y4, nullptr);
-    EXPECT_EQ(y8, 127.0f * w8) << c;
-    EXPECT_EQ(y4, 127.0f * w4) << c;
+    TestMatrix keep8, keep4;
+    for (const MatrixView& m : Layouts(m8, &keep8)) {
+      float y8 = 0.0f;
+      MatVec(m, x.data(), &y8, nullptr);
+      EXPECT_EQ(y8, 127.0f * w8) << LayoutName(m) << " " << c;
+    }
+    for (const MatrixView& m : Layouts(m4, &keep4)) {
+      float y4 = 0.0f;
+      MatVec(m, x.data(), &y4, nullptr);
+      EXPECT_EQ(y4, 127.0f * w4) << LayoutName(m) << " " << c;
+    }
     x[c] = 0.0f;
   }
 }
@@ -178,16 +210,20 @@ void TestBlockScalesAllHalves() {
         }
       }
     }
-    for (const MatrixView& m : {MatrixView{WeightType::kQ8_0, q8.data(), kRows, kCols},
-                                MatrixView{WeightType::kQ4_0, q4.data(), kRows, kCols}}) {
+    TestMatrix keep8, keep4;
+    std::vector<MatrixView> views = Layouts(MatrixView{WeightType::kQ8_0, q8.data(), kRows, kCols}, &keep8);
+    for (const MatrixView& m4 : Layouts(MatrixView{WeightType::kQ4_0, q4.data(), kRows, kCols}, &keep4)) {
+      views.push_back(m4);
+    }
+    for (const MatrixView& m : views) {
       MatVec(m, x.data(), y.data(), nullptr);
       MatMul(m, x2.data(), 2, y2.data(), nullptr);
       for (size_t r = 0; r < kRows; ++r) {
         const uint16_t h = patterns[(base + r + 17 * (r % kBlocks)) % patterns.size()];
         const float want = 127.0f * F32FromF16(h);
-        ASSERT_EQ(y[r], want) << WeightTypeName(m.type) << " h=" << h << " r=" << r;
-        ASSERT_EQ(y2[r], want) << WeightTypeName(m.type) << " h=" << h << " r=" << r;
-        ASSERT_EQ(y2[kRows + r], want) << WeightTypeName(m.type) << " h=" << h << " r=" << r;
+        ASSERT_EQ(y[r], want) << WeightTypeName(m.type) << " " << LayoutName(m) << " h=" << h << " r=" << r;
+        ASSERT_EQ(y2[r], want) << WeightTypeName(m.type) << " " << LayoutName(m) << " h=" << h << " r=" << r;
+        ASSERT_EQ(y2[kRows + r], want) << WeightTypeName(m.type) << " " << LayoutName(m) << " h=" << h << " r=" << r;
       }
     }
   }
@@ -200,16 +236,20 @@ void TestColumnProbe() {
   for (WeightType t : kAllTypes) {
     const size_t cols = IsQuant(t) ? 32 * (2 * FloatLanes() + 1) : 3 * FloatLanes() + 5;
     const size_t rows = 9;
-    const TestMatrix m = MakeMatrix(t, rows, cols, rng);
+    const TestMatrix base = MakeMatrix(t, rows, cols, rng);
     const float probe = IsQuant(t) ? 127.0f : 1.0f;
     std::vector<float> x(cols, 0.0f), y(rows);
-    for (size_t k = 0; k < cols; ++k) {
-      x[k] = probe;
-      MatVec(m.view, x.data(), y.data(), nullptr);
-      for (size_t r = 0; r < rows; ++r) {
-        ASSERT_EQ(y[r], probe * ref::DequantizeWeight(m.view, r, k)) << WeightTypeName(t) << " r=" << r << " k=" << k;
+    TestMatrix keep;
+    for (const MatrixView& m : Layouts(base.view, &keep)) {
+      for (size_t k = 0; k < cols; ++k) {
+        x[k] = probe;
+        MatVec(m, x.data(), y.data(), nullptr);
+        for (size_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(y[r], probe * ref::DequantizeWeight(base.view, r, k))
+              << WeightTypeName(t) << " " << LayoutName(m) << " r=" << r << " k=" << k;
+        }
+        x[k] = 0.0f;
       }
-      x[k] = 0.0f;
     }
   }
 }
@@ -226,41 +266,44 @@ void TestMatVecVsReference() {
     for (size_t cols : ColsFor(t, lanes)) {
       for (size_t rows : {1u, 3u, 17u, 64u}) {
         if (cols > 4096 && rows > 3) continue;  // reference cost; rows are independent
-        const TestMatrix m = MakeMatrix(t, rows, cols, rng);
-        const std::vector<float> x = RandomVector(cols, rng);
-        std::vector<float> y(rows), want(rows);
-        MatVec(m.view, x.data(), y.data(), nullptr);
-        ref::MatVecRows(m.view, x.data(), want.data(), 0, rows);
-        if (!IsQuant(t)) {
-          const double gamma = static_cast<double>(cols / lanes + lanes + 8) * kUnitRoundoff;
-          for (size_t r = 0; r < rows; ++r) {
-            ASSERT_LE(std::fabs(y[r] - want[r]), gamma * AbsDot(m.view, r, x.data()) + 1e-30)
-                << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r;
-          }
-          continue;
-        }
-        const size_t nb = cols / kQuantBlock;
-        std::vector<int16_t> q(cols);
-        std::vector<float> dx(nb), model(rows);
-        ref::QuantizeActivations(x.data(), cols, q.data(), dx.data());
-        ref::MatVecRowsQuantizedActivations(m.view, x.data(), model.data(), 0, rows);
-        for (size_t r = 0; r < rows; ++r) {
-          double terms = 0.0, act_bound = 0.0;
-          for (size_t b = 0; b < nb; ++b) {
-            double wq = 0.0, wabs = 0.0;
-            for (int j = 0; j < kQuantBlock; ++j) {
-              const double wj = ref::DequantizeWeight(m.view, r, b * kQuantBlock + j);
-              wq += std::fabs(wj * q[b * kQuantBlock + j]);
-              wabs += std::fabs(wj);
+        const TestMatrix base = MakeMatrix(t, rows, cols, rng);
+        TestMatrix keep;
+        for (const MatrixView& view : Layouts(base.view, &keep)) {
+          const std::vector<float> x = RandomVector(cols, rng);
+          std::vector<float> y(rows), want(rows);
+          MatVec(view, x.data(), y.data(), nullptr);
+          ref::MatVecRows(view, x.data(), want.data(), 0, rows);
+          if (!IsQuant(t)) {
+            const double gamma = static_cast<double>(cols / lanes + lanes + 8) * kUnitRoundoff;
+            for (size_t r = 0; r < rows; ++r) {
+              ASSERT_LE(std::fabs(y[r] - want[r]), gamma * AbsDot(view, r, x.data()) + 1e-30)
+                  << WeightTypeName(t) << " " << LayoutName(view) << " " << rows << "x" << cols << " r=" << r;
             }
-            terms += wq * dx[b];
-            act_bound += 0.5 * dx[b] * wabs;
+            continue;
           }
-          const double f32_bound = static_cast<double>(nb + 24) * 2 * kUnitRoundoff * terms + 1e-30;
-          ASSERT_LE(std::fabs(y[r] - model[r]), f32_bound)
-              << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r << " vs int model";
-          ASSERT_LE(std::fabs(y[r] - want[r]), 1.01 * act_bound + f32_bound)
-              << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r << " vs f32";
+          const size_t nb = cols / kQuantBlock;
+          std::vector<int16_t> q(cols);
+          std::vector<float> dx(nb), model(rows);
+          ref::QuantizeActivations(x.data(), cols, q.data(), dx.data());
+          ref::MatVecRowsQuantizedActivations(view, x.data(), model.data(), 0, rows);
+          for (size_t r = 0; r < rows; ++r) {
+            double terms = 0.0, act_bound = 0.0;
+            for (size_t b = 0; b < nb; ++b) {
+              double wq = 0.0, wabs = 0.0;
+              for (int j = 0; j < kQuantBlock; ++j) {
+                const double wj = ref::DequantizeWeight(view, r, b * kQuantBlock + j);
+                wq += std::fabs(wj * q[b * kQuantBlock + j]);
+                wabs += std::fabs(wj);
+              }
+              terms += wq * dx[b];
+              act_bound += 0.5 * dx[b] * wabs;
+            }
+            const double f32_bound = static_cast<double>(nb + 24) * 2 * kUnitRoundoff * terms + 1e-30;
+            ASSERT_LE(std::fabs(y[r] - model[r]), f32_bound)
+                << WeightTypeName(t) << " " << LayoutName(view) << " " << rows << "x" << cols << " r=" << r << " vs int model";
+            ASSERT_LE(std::fabs(y[r] - want[r]), 1.01 * act_bound + f32_bound)
+                << WeightTypeName(t) << " " << LayoutName(view) << " " << rows << "x" << cols << " r=" << r << " vs f32";
+          }
         }
       }
     }
@@ -275,23 +318,26 @@ void TestQuantizedPathAccuracy() {
   for (WeightType t : {WeightType::kQ8_0, WeightType::kQ4_0}) {
     for (size_t cols : {2048u, 5632u}) {
       const size_t rows = 64;
-      const TestMatrix m = MakeMatrix(t, rows, cols, rng);
-      const std::vector<float> x = RandomVector(cols, rng);
-      std::vector<float> y(rows), want(rows);
-      MatVec(m.view, x.data(), y.data(), nullptr);
-      ref::MatVecRows(m.view, x.data(), want.data(), 0, rows);
-      double err2 = 0.0, ref2 = 0.0, max_rel = 0.0;
-      for (size_t r = 0; r < rows; ++r) {
-        err2 += (y[r] - want[r]) * static_cast<double>(y[r] - want[r]);
-        ref2 += want[r] * static_cast<double>(want[r]);
-        max_rel = std::max(max_rel, std::fabs(y[r] - want[r]) / AbsDot(m.view, r, x.data()));
+      const TestMatrix base = MakeMatrix(t, rows, cols, rng);
+      TestMatrix keep;
+      for (const MatrixView& view : Layouts(base.view, &keep)) {
+        const std::vector<float> x = RandomVector(cols, rng);
+        std::vector<float> y(rows), want(rows);
+        MatVec(view, x.data(), y.data(), nullptr);
+        ref::MatVecRows(view, x.data(), want.data(), 0, rows);
+        double err2 = 0.0, ref2 = 0.0, max_rel = 0.0;
+        for (size_t r = 0; r < rows; ++r) {
+          err2 += (y[r] - want[r]) * static_cast<double>(y[r] - want[r]);
+          ref2 += want[r] * static_cast<double>(want[r]);
+          max_rel = std::max(max_rel, std::fabs(y[r] - want[r]) / AbsDot(view, r, x.data()));
+        }
+        const double rel_rms = std::sqrt(err2 / ref2);
+        if (HWY_TARGET == HWY_STATIC_TARGET) {
+          std::printf("int8-activation path %s %s cols=%zu: relative RMS error %.2e, max |err|/sum|w*x| %.2e\n",
+                      WeightTypeName(t), LayoutName(view), cols, rel_rms, max_rel);
+        }
+        EXPECT_LT(rel_rms, 1e-2) << WeightTypeName(t) << " cols=" << cols;
       }
-      const double rel_rms = std::sqrt(err2 / ref2);
-      if (HWY_TARGET == HWY_STATIC_TARGET) {
-        std::printf("int8-activation path %s cols=%zu: relative RMS error %.2e, max |err|/sum|w*x| %.2e\n",
-                    WeightTypeName(t), cols, rel_rms, max_rel);
-      }
-      EXPECT_LT(rel_rms, 1e-2) << WeightTypeName(t) << " cols=" << cols;
     }
   }
 }
@@ -305,15 +351,18 @@ void TestMatVecThreads() {
   for (WeightType t : kAllTypes) {
     const size_t cols = IsQuant(t) ? 4096 + 64 : 1000 + 3;
     for (size_t rows : {1u, 3u, 17u, 130u}) {
-      const TestMatrix m = MakeMatrix(t, rows, cols, rng);
-      const std::vector<float> x = RandomVector(cols, rng);
-      std::vector<float> y0(rows), y(rows);
-      MatVec(m.view, x.data(), y0.data(), nullptr);
-      for (auto& arena : arenas) {
-        std::fill(y.begin(), y.end(), -1.0f);
-        MatVec(m.view, x.data(), y.data(), arena.get());
-        for (size_t r = 0; r < rows; ++r) {
-          ASSERT_EQ(y[r], y0[r]) << WeightTypeName(t) << " threads=" << arena->num_threads() << " r=" << r;
+      const TestMatrix base = MakeMatrix(t, rows, cols, rng);
+      TestMatrix keep;
+      for (const MatrixView& view : Layouts(base.view, &keep)) {
+        const std::vector<float> x = RandomVector(cols, rng);
+        std::vector<float> y0(rows), y(rows);
+        MatVec(view, x.data(), y0.data(), nullptr);
+        for (auto& arena : arenas) {
+          std::fill(y.begin(), y.end(), -1.0f);
+          MatVec(view, x.data(), y.data(), arena.get());
+          for (size_t r = 0; r < rows; ++r) {
+            ASSERT_EQ(y[r], y0[r]) << WeightTypeName(t) << " threads=" << arena->num_threads() << " r=" << r;
+          }
         }
       }
     }
@@ -328,16 +377,19 @@ void TestMatMulEqualsMatVecs() {
   for (WeightType t : kAllTypes) {
     for (size_t cols : IsQuant(t) ? std::vector<size_t>{64, 4096 + 32} : std::vector<size_t>{37, 515}) {
       const size_t rows = 19;
-      const TestMatrix m = MakeMatrix(t, rows, cols, rng);
-      for (size_t n : {1u, 2u, 3u, 4u, 5u, 8u, 9u, 13u, 17u}) {
-        const std::vector<float> x = RandomVector(n * cols, rng);  // [n][cols]
-        std::vector<float> want(n * rows), y(n * rows);              // [n][rows]
-        for (size_t v = 0; v < n; ++v) MatVec(m.view, x.data() + v * cols, want.data() + v * rows, nullptr);
-        for (ThreadArena* a : {static_cast<ThreadArena*>(nullptr), arena.get()}) {
-          std::fill(y.begin(), y.end(), -1.0f);
-          MatMul(m.view, x.data(), n, y.data(), a);
-          for (size_t i = 0; i < n * rows; ++i) {
-            ASSERT_EQ(y[i], want[i]) << WeightTypeName(t) << " cols=" << cols << " n=" << n << " i=" << i;
+      const TestMatrix base = MakeMatrix(t, rows, cols, rng);
+      TestMatrix keep;
+      for (const MatrixView& view : Layouts(base.view, &keep)) {
+        for (size_t n : {1u, 2u, 3u, 4u, 5u, 8u, 9u, 13u, 17u}) {
+          const std::vector<float> x = RandomVector(n * cols, rng);  // [n][cols]
+          std::vector<float> want(n * rows), y(n * rows);              // [n][rows]
+          for (size_t v = 0; v < n; ++v) MatVec(view, x.data() + v * cols, want.data() + v * rows, nullptr);
+          for (ThreadArena* a : {static_cast<ThreadArena*>(nullptr), arena.get()}) {
+            std::fill(y.begin(), y.end(), -1.0f);
+            MatMul(view, x.data(), n, y.data(), a);
+            for (size_t i = 0; i < n * rows; ++i) {
+              ASSERT_EQ(y[i], want[i]) << WeightTypeName(t) << " cols=" << cols << " n=" << n << " i=" << i;
+            }
           }
         }
       }
@@ -502,6 +554,33 @@ TEST(WeightQuantTest, RoundTripBounds) {
     ASSERT_LE(std::fabs(x[i] - F32FromF16(f16[i])), 0x1.0p-11 * std::fabs(x[i])) << i;
     ASSERT_LE(std::fabs(x[i] - F32FromBF16(bf16[i])), 0x1.0p-8 * std::fabs(x[i])) << i;
   }
+}
+
+// Interleaving is lossless: every weight of rows 0…rows−1 reads back the
+// same through the reference, padded rows are zero weights, and the sizes
+// are those of the layout description (same bytes per weight, 64-byte groups).
+TEST(WeightFormatTest, InterleavedLayoutRoundTrip) {
+  std::mt19937 rng(23);
+  for (WeightType t : {WeightType::kQ8_0, WeightType::kQ4_0}) {
+    for (size_t rows : {1u, 16u, 17u, 40u}) {
+      for (size_t cols : {32u, 96u, 4096u + 32u}) {
+        const TestMatrix m = MakeMatrix(t, rows, cols, rng);
+        const TestMatrix il = Interleaved(m.view);
+        const size_t groups = (rows + 15) / 16;
+        const size_t code_bytes = t == WeightType::kQ8_0 ? 512 : 256;
+        EXPECT_EQ(InterleavedGroupBytes(t, cols), (cols / 64) * (2 * code_bytes + 64) + (cols / 32) % 2 * (code_bytes + 64));
+        EXPECT_EQ(MatrixBytes(t, WeightLayout::kInterleaved16, rows, cols), groups * InterleavedGroupBytes(t, cols));
+        for (size_t r = 0; r < groups * 16; ++r) {
+          for (size_t c = 0; c < cols; ++c) {
+            const float want = r < rows ? ref::DequantizeWeight(m.view, r, c) : 0.0f;
+            ASSERT_EQ(ref::DequantizeWeight(il.view, r, c), want)
+                << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r << " c=" << c;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(MatrixBytes(WeightType::kQ4_0, WeightLayout::kRows, 3, 64), 3u * 36u);
 }
 
 TEST(WeightFormatTest, NamesAndRowBytes) {
