@@ -4,6 +4,8 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "platform/memory.h"
+#include "platform/target_report.h"
 #include "platform/thread_arena.h"
 #include "simd/model_kernels.h"
 #include "simd/weight_quant.h"
@@ -135,6 +138,12 @@ void BM_MatMul(benchmark::State& state, WeightType type, WeightLayout layout, si
 // (q/o, k/v, gate/up, down, classifier), single-threaded and on a 2-thread
 // arena, the DRAM stream, and prefill tiles.
 int RegisterAll() {
+  // KVEDGE_SIMD=AVX2 (etc.) measures another target's kernels on this CPU.
+  if (const Status s = RestrictDispatchFromEnvironment(); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.message().c_str());
+    std::exit(2);
+  }
+  benchmark::AddCustomContext("simd_dispatch", DispatchedTargetName());
   std::vector<std::pair<WeightType, WeightLayout>> formats;
   for (WeightType t : {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kQ8_0, WeightType::kQ4_0}) {
     formats.emplace_back(t, WeightLayout::kRows);

@@ -15,6 +15,8 @@ int64_t ThisTarget() { return HWY_TARGET; }
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <cctype>
+#include <cstdlib>
 #include <fstream>
 
 #include "platform/target_report.h"
@@ -68,6 +70,32 @@ TargetReport GetTargetReport() {
   }
   r.hardware_threads = HardwareThreads();
   return r;
+}
+
+Status RestrictDispatch(const std::string& target) {
+  std::string upper = target;
+  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  const int64_t supported = hwy::SupportedTargets();
+  std::string names;
+  for (int shift = 0; shift < 63; ++shift) {
+    const int64_t bit = int64_t{1} << shift;
+    if ((HWY_TARGETS & bit) == 0 || (supported & bit) == 0) continue;
+    if (upper == hwy::TargetName(bit)) {
+      hwy::SetSupportedTargetsForTest(bit);
+      return OkStatus();
+    }
+    names += std::string(names.empty() ? "" : ", ") + hwy::TargetName(bit);
+  }
+  return InvalidArgument("SIMD target '" + target + "' is not compiled in or not supported by this CPU (use one of: " +
+                         names + ")");
+}
+
+Status RestrictDispatchFromEnvironment() {
+  const char* value = std::getenv("KVEDGE_SIMD");
+  if (value == nullptr || value[0] == '\0') return OkStatus();
+  Status s = RestrictDispatch(value);
+  if (!s.ok()) return InvalidArgument("KVEDGE_SIMD: " + s.message());
+  return OkStatus();
 }
 
 }  // namespace kvedge

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "platform/status.h"
+
 namespace kvedge {
 
 struct TargetReport {
@@ -22,6 +24,17 @@ TargetReport GetTargetReport();
 
 // Name of the target dispatch selects, e.g. "AVX3", "NEON", "SVE_256".
 std::string DispatchedTargetName();
+
+// Restricts dispatch to one compiled target this CPU supports, by name as
+// DispatchedTargetName spells it (case-insensitive), e.g. "AVX2" to measure
+// what an AVX2 laptop runs on an AVX-512 machine. Call before any kernel
+// runs (process start); not thread-safe. Errors name the target and the
+// supported ones.
+Status RestrictDispatch(const std::string& target);
+
+// RestrictDispatch(value of the environment variable KVEDGE_SIMD) if it is
+// set and non-empty; OK otherwise. For the CLI and the benchmarks.
+Status RestrictDispatchFromEnvironment();
 
 }  // namespace kvedge
 

@@ -882,10 +882,158 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t cb, 
 }
 #undef KVEDGE_ATTR_VNNI512
 constexpr bool kInterleavedPreferred = true;
+constexpr size_t kLaneTileVecs = 8;
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+// AVX2 and AVX-512 without VNNI (Haswell … Alder Lake, Zen 2/3, Skylake-SP):
+// the same one-row-per-int32-lane scheme with vpmaddubsw (u8 × s8 pairs →
+// int16) and vpmaddwd against ones (→ int32), through raw intrinsics (no
+// such op in Highway 1.0.3). 8 rows per 256-bit vector (two halves of a
+// group), 16 per 512-bit vector.
+//  Q4_0: codes 0…15 × activation codes: a pair sum is ≤ 2·15·127, so the 8
+//    vpmaddubsw of a block add up in int16 (≤ 30480) before one vpmaddwd.
+//  Q8_0: stored codes − 128 (xor) are signed: |w| × (x with w's sign) keeps
+//    every pair ≤ 2·128·127 in int16, each widened by its own vpmaddwd.
+// Then the offset sum, one convert and one FMA per block, in block order.
+constexpr bool kInterleavedPreferred = true;
+#if HWY_TARGET == HWY_AVX2
+using LaneI = __m256i;
+using LaneF = __m256;
+constexpr size_t kLaneRows = 8;
+constexpr size_t kLaneTileVecs = 4;  // 16 ymm: 8 codes + 4 sums + temps
+HWY_INLINE LaneI LaneLoad(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+HWY_INLINE LaneI LaneSet8(int v) { return _mm256_set1_epi8(static_cast<char>(v)); }
+HWY_INLINE LaneI LaneSet16(int v) { return _mm256_set1_epi16(static_cast<int16_t>(v)); }
+HWY_INLINE LaneI LaneSet32(int32_t v) { return _mm256_set1_epi32(v); }
+HWY_INLINE LaneI LaneAnd(LaneI a, LaneI b) { return _mm256_and_si256(a, b); }
+HWY_INLINE LaneI LaneXor(LaneI a, LaneI b) { return _mm256_xor_si256(a, b); }
+HWY_INLINE LaneI LaneShr4(LaneI a) { return _mm256_srli_epi16(a, 4); }
+HWY_INLINE LaneI LaneMulPairs(LaneI u8, LaneI s8) { return _mm256_maddubs_epi16(u8, s8); }
+HWY_INLINE LaneI LaneAdd16(LaneI a, LaneI b) { return _mm256_add_epi16(a, b); }
+HWY_INLINE LaneI LaneAdd32(LaneI a, LaneI b) { return _mm256_add_epi32(a, b); }
+HWY_INLINE LaneI LaneWiden(LaneI a) { return _mm256_madd_epi16(a, LaneSet16(1)); }
+// (|w|, x·sign(w)) for signed bytes w.
+HWY_INLINE void LaneSignSplit(LaneI w, LaneI x, LaneI* abs_w, LaneI* signed_x) {
+  *abs_w = _mm256_abs_epi8(w);
+  *signed_x = _mm256_sign_epi8(x, w);
+}
+HWY_INLINE LaneF LaneScales(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+}
+HWY_INLINE LaneF LaneSetF(float v) { return _mm256_set1_ps(v); }
+HWY_INLINE LaneF LaneMulF(LaneF a, LaneF b) { return _mm256_mul_ps(a, b); }
+HWY_INLINE LaneF LaneFma(LaneI isum, LaneF s, LaneF acc) { return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), s, acc); }
+HWY_INLINE LaneF LaneLoadF(const float* p, size_t n) {
+  HWY_ALIGN float tmp[kLaneRows] = {};
+  std::copy(p, p + n, tmp);
+  return _mm256_load_ps(tmp);
+}
+HWY_INLINE void LaneStoreF(LaneF v, float* p, size_t n) {
+  HWY_ALIGN float tmp[kLaneRows];
+  _mm256_store_ps(tmp, v);
+  std::copy(tmp, tmp + n, p);
+}
+#else
+using LaneI = __m512i;
+using LaneF = __m512;
+constexpr size_t kLaneRows = 16;
+constexpr size_t kLaneTileVecs = 8;
+HWY_INLINE LaneI LaneLoad(const uint8_t* p) { return _mm512_load_si512(p); }
+HWY_INLINE LaneI LaneSet8(int v) { return _mm512_set1_epi8(static_cast<char>(v)); }
+HWY_INLINE LaneI LaneSet16(int v) { return _mm512_set1_epi16(static_cast<int16_t>(v)); }
+HWY_INLINE LaneI LaneSet32(int32_t v) { return _mm512_set1_epi32(v); }
+HWY_INLINE LaneI LaneAnd(LaneI a, LaneI b) { return _mm512_and_si512(a, b); }
+HWY_INLINE LaneI LaneXor(LaneI a, LaneI b) { return _mm512_xor_si512(a, b); }
+HWY_INLINE LaneI LaneShr4(LaneI a) { return _mm512_srli_epi16(a, 4); }
+HWY_INLINE LaneI LaneMulPairs(LaneI u8, LaneI s8) { return _mm512_maddubs_epi16(u8, s8); }
+HWY_INLINE LaneI LaneAdd16(LaneI a, LaneI b) { return _mm512_add_epi16(a, b); }
+HWY_INLINE LaneI LaneAdd32(LaneI a, LaneI b) { return _mm512_add_epi32(a, b); }
+HWY_INLINE LaneI LaneWiden(LaneI a) { return _mm512_madd_epi16(a, LaneSet16(1)); }
+// (|w|, x·sign(w)) for signed bytes w (AVX-512 has no vpsignb: negate x
+// under w's sign mask; w = 0 contributes 0 through |w| either way).
+HWY_INLINE void LaneSignSplit(LaneI w, LaneI x, LaneI* abs_w, LaneI* signed_x) {
+  *abs_w = _mm512_abs_epi8(w);
+  *signed_x = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+}
+HWY_INLINE LaneF LaneScales(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+}
+HWY_INLINE LaneF LaneSetF(float v) { return _mm512_set1_ps(v); }
+HWY_INLINE LaneF LaneMulF(LaneF a, LaneF b) { return _mm512_mul_ps(a, b); }
+HWY_INLINE LaneF LaneFma(LaneI isum, LaneF s, LaneF acc) { return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), s, acc); }
+HWY_INLINE LaneF LaneLoadF(const float* p, size_t n) {
+  return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+}
+HWY_INLINE void LaneStoreF(LaneF v, float* p, size_t n) {
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v);
+}
+#endif
+
+// The block's 8 code vectors for rows [8h, 8h + kLaneRows) of a group as
+// unsigned (Q4_0) or signed (Q8_0) bytes; vector i pairs with the 4
+// activation codes at LaneCodeColumn(i).
+template <class Block>
+HWY_INLINE void LoadLaneCodes(const uint8_t* codes, size_t h, LaneI* out) {
+  if constexpr (LaneFormat<Block>::kType == WeightType::kQ4_0) {
+    for (size_t j = 0; j < 4; ++j) {
+      const LaneI v = LaneLoad(codes + 64 * j + 4 * kLaneRows * h);
+      out[2 * j] = LaneAnd(v, LaneSet8(15));
+      out[2 * j + 1] = LaneAnd(LaneShr4(v), LaneSet8(15));
+    }
+  } else {
+    for (size_t j = 0; j < 8; ++j) out[j] = LaneXor(LaneLoad(codes + 64 * j + 4 * kLaneRows * h), LaneSet8(0x80));
+  }
+}
+
+// Σ of the block's exact products for one input vector, per row lane.
+template <class Block>
+HWY_INLINE LaneI LaneBlockDot(const LaneI* w, const int8_t* q) {
+  if constexpr (LaneFormat<Block>::kType == WeightType::kQ4_0) {
+    LaneI pairs = LaneMulPairs(w[0], LaneSet32(LoadCodes4(q + LaneCodeColumn<Block>(0))));
+    for (size_t i = 1; i < 8; ++i) {
+      pairs = LaneAdd16(pairs, LaneMulPairs(w[i], LaneSet32(LoadCodes4(q + LaneCodeColumn<Block>(i)))));
+    }
+    return LaneWiden(pairs);
+  } else {
+    LaneI sum = LaneSet32(0);
+    for (size_t i = 0; i < 8; ++i) {
+      LaneI abs_w, signed_x;
+      LaneSignSplit(w[i], LaneSet32(LoadCodes4(q + LaneCodeColumn<Block>(i))), &abs_w, &signed_x);
+      sum = LaneAdd32(sum, LaneWiden(LaneMulPairs(abs_w, signed_x)));
+    }
+    return sum;
+  }
+}
+
+// As the VNNI LaneTile: y[v·y_stride + row0 + r], r < valid_rows, over chunk
+// blocks [0, nb), continuing from y when cb > 0. Q4_0 codes count from 0
+// (offset −8·Σx per block); Q8_0 codes are already signed (no offset).
+template <class Block, size_t V>
+HWY_NOINLINE void LaneTile(const uint8_t* group, size_t cb, size_t nb, const LaneChunk* const* xc, float* y,
+                           size_t y_stride, size_t row0, size_t valid_rows) {
+  constexpr WeightType kType = LaneFormat<Block>::kType;
+  for (size_t h = 0; h * kLaneRows < valid_rows; ++h) {
+    const size_t rows = std::min(kLaneRows, valid_rows - h * kLaneRows);
+    float* yh = y + row0 + h * kLaneRows;
+    LaneF sum[V];
+    for (size_t v = 0; v < V; ++v) sum[v] = cb == 0 ? LaneSetF(0.0f) : LaneLoadF(yh + v * y_stride, rows);
+    for (size_t b = 0; b < nb; ++b) {
+      LaneI w[8];
+      LoadLaneCodes<Block>(group + InterleavedCodeOffset(kType, cb + b), h, w);
+      const LaneF dw = LaneScales(group + InterleavedScaleOffset(kType, cb + b) + 2 * kLaneRows * h);
+      for (size_t v = 0; v < V; ++v) {
+        LaneI isum = LaneBlockDot<Block>(w, xc[v]->q + b * kQuantBlock);
+        if constexpr (kType == WeightType::kQ4_0) isum = LaneAdd32(isum, LaneSet32(xc[v]->corr[b]));
+        sum[v] = LaneFma(isum, LaneMulF(dw, LaneSetF(xc[v]->dx[b])), sum[v]);
+      }
+    }
+    for (size_t v = 0; v < V; ++v) LaneStoreF(sum[v], yh + v * y_stride, rows);
+  }
+}
 #else
 // Portable form: int16 multiply-adds per sub-vector of rows (the int16 path's
 // arithmetic); exact integer dots, the same f32 sequence per (row, vector).
 constexpr bool kInterleavedPreferred = false;
+constexpr size_t kLaneTileVecs = 8;
 
 // isum[r] = corr + Σ_i Σ_{t<4} code(r, i, t)·q[col(i) + t] for the n32 rows
 // at sub (exact int32), codes: the block's code bytes.
@@ -990,8 +1138,8 @@ void LaneMatMulRows(const MatrixView& m, const float* x, size_t n, float* y, siz
         for (size_t v = 0; v < nv;) {
           const LaneChunk* xv[kMatMulTile];
           for (size_t j = 0; j < nv - v; ++j) xv[j] = xc + v + j;
-          if (nv - v >= 8) {
-            LaneTile<Block, 8>(group, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
+          if (kLaneTileVecs == 8 && nv - v >= 8) {
+            LaneTile<Block, kLaneTileVecs>(group, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
             v += 8;
           } else if (nv - v >= 4) {
             LaneTile<Block, 4>(group, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);

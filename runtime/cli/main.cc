@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "platform/target_report.h"
 #include "runtime/cli/commands.h"
 
 int main(int argc, char** argv) {
@@ -25,6 +26,10 @@ int main(int argc, char** argv) {
     }
     return false;
   };
+  if (const kvedge::Status s = kvedge::RestrictDispatchFromEnvironment(); !s.ok()) {
+    std::fprintf(stderr, "kvedge: %s\n", s.message().c_str());
+    return 2;
+  }
   if (argc > 1 && argv[1][0] != '-' && !is_command(argv[1])) {
     std::fprintf(stderr, "kvedge: unknown command '%s': use generate, perplexity, bench, info, synth or soak\n", argv[1]);
     return 2;
