@@ -2,18 +2,21 @@
 #include "platform/memory.h"
 
 #include <mimalloc.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
 #include "platform/alloc_counter.h"
 
 namespace kvedge {
+
 
 std::string FormatBytes(uint64_t bytes) {
   static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -108,6 +111,30 @@ StatusOr<AlignedBuffer> AlignedBuffer::Allocate(size_t bytes, const char* what) 
   return buf;
 }
 
+StatusOr<AlignedBuffer> AlignedBuffer::AllocatePages(size_t bytes, const char* what) {
+  AlignedBuffer buf;
+  if (bytes == 0) return buf;
+  NoteAllocation();
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t size = RoundUp(bytes, kHuge);
+  // Over-map by one huge page, then trim to a 2 MiB-aligned range.
+  void* raw = ::mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) {
+    return ResourceExhausted(std::string("cannot map ") + FormatBytes(bytes) + " for " + what);
+  }
+  const uintptr_t base = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = RoundUp(base, kHuge);
+  if (aligned > base) ::munmap(raw, aligned - base);
+  if (base + kHuge > aligned) ::munmap(reinterpret_cast<void*>(aligned + size), base + kHuge - aligned);
+#ifdef MADV_HUGEPAGE
+  ::madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);  // advice only
+#endif
+  buf.data_ = reinterpret_cast<uint8_t*>(aligned);
+  buf.size_ = bytes;
+  buf.mapped_ = size;
+  return buf;
+}
+
 StatusOr<AlignedBuffer> AlignedBuffer::Allocate(MemoryBudget& budget, size_t bytes, const char* what) {
   KVEDGE_RETURN_IF_ERROR(budget.Reserve(bytes, what));
   auto buf = Allocate(bytes, what);
@@ -122,6 +149,7 @@ StatusOr<AlignedBuffer> AlignedBuffer::Allocate(MemoryBudget& budget, size_t byt
 AlignedBuffer::AlignedBuffer(AlignedBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
+      mapped_(std::exchange(other.mapped_, 0)),
       budget_(std::exchange(other.budget_, nullptr)) {}
 
 AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
@@ -129,6 +157,7 @@ AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
     Reset();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    mapped_ = std::exchange(other.mapped_, 0);
     budget_ = std::exchange(other.budget_, nullptr);
   }
   return *this;
@@ -137,10 +166,17 @@ AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
 AlignedBuffer::~AlignedBuffer() { Reset(); }
 
 void AlignedBuffer::Reset() {
-  if (data_ != nullptr) mi_free(data_);
+  if (data_ != nullptr) {
+    if (mapped_ != 0) {
+      ::munmap(data_, mapped_);
+    } else {
+      mi_free(data_);
+    }
+  }
   if (budget_ != nullptr) budget_->Release(size_);
   data_ = nullptr;
   size_ = 0;
+  mapped_ = 0;
   budget_ = nullptr;
 }
 

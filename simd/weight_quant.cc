@@ -97,8 +97,12 @@ void InterleaveGroups(const MatrixView& src, size_t group_begin, size_t group_en
         }
         const uint8_t* block = rows + r * row_bytes + b * (2 + qs_bytes);  // f16 d, then qs
         std::memcpy(scale, block, sizeof(uint16_t));
-        for (size_t j = 0; j < qs_bytes; ++j) {
-          codes[64 * (j / 4) + j % 4] = q8 ? static_cast<uint8_t>(block[2 + j] ^ 0x80) : block[2 + j];
+        const uint32_t bias = q8 ? 0x80808080u : 0u;  // Q8_0 codes + 128 (xor of each byte's sign bit)
+        for (size_t j = 0; j < qs_bytes; j += 4) {
+          uint32_t four;
+          std::memcpy(&four, block + 2 + j, sizeof(four));
+          four ^= bias;
+          std::memcpy(codes + 16 * j, &four, sizeof(four));  // 64·(j/4)
         }
       }
     }

@@ -228,11 +228,11 @@ Status InterleaveWeights(ModelWeights* w) {
     return (m->type != WeightType::kQ8_0 && m->type != WeightType::kQ4_0) || m->layout != WeightLayout::kRows;
   });
   // One allocation for all copies (group sizes are 64-byte multiples): one
-  // mapping of exactly their size, no allocator overhead per matrix.
+  // huge-page mapping, no allocator overhead per matrix.
   size_t total = 0;
   for (const MatrixView* m : matrices) total += MatrixBytes(m->type, WeightLayout::kInterleaved16, m->rows, m->cols);
   if (total == 0) return OkStatus();
-  KVEDGE_ASSIGN_OR_RETURN(AlignedBuffer buf, AlignedBuffer::Allocate(total, "interleaved weights"));
+  KVEDGE_ASSIGN_OR_RETURN(AlignedBuffer buf, AlignedBuffer::AllocatePages(total, "interleaved weights"));
   uint8_t* dst = buf.data();
   for (MatrixView* m : matrices) {
     // In slices of ~1 MiB, each slice's source pages dropped right after it
