@@ -20,6 +20,29 @@ TEST(AlignedBufferTest, AlignedAndZeroed) {
   }
 }
 
+// Page-mapped buffers: 2 MiB aligned, zeroed, writable to the last byte,
+// moved without copying, unmapped on destruction.
+TEST(AlignedBufferTest, PagesAlignedZeroedAndMovable) {
+  constexpr size_t kBytes = (size_t{5} << 20) + 123;
+  auto buf = AlignedBuffer::AllocatePages(kBytes, "test pages");
+  ASSERT_TRUE(buf.ok()) << buf.status().ToString();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(buf->data()) % (size_t{2} << 20), 0u);
+  EXPECT_EQ(buf->size(), kBytes);
+  for (size_t i = 0; i < kBytes; i += 4096) ASSERT_EQ(buf->data()[i], 0) << i;
+  buf->data()[kBytes - 1] = 7;
+  uint8_t* p = buf->data();
+  AlignedBuffer moved = std::move(buf).value();
+  EXPECT_EQ(moved.data(), p);
+  EXPECT_EQ(moved.data()[kBytes - 1], 7);
+  AlignedBuffer other;
+  other = std::move(moved);
+  EXPECT_EQ(other.data(), p);
+  EXPECT_EQ(moved.data(), nullptr);
+  auto empty = AlignedBuffer::AllocatePages(0, "nothing");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->data(), nullptr);
+}
+
 TEST(MemoryBudgetTest, ReservesReleasesAndTracksHighWater) {
   MemoryBudget budget("test budget", 1000);
   ASSERT_TRUE(budget.Reserve(600, "a").ok());
