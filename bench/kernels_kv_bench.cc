@@ -163,6 +163,44 @@ void BM_DecodeAttentionGqa(benchmark::State& state, KvFormat f, int d, int ctx, 
   state.counters["lanes"] = static_cast<double>(a.lanes);
 }
 
+// One part of BM_DecodeAttentionGqa's multi path alone, to see where GQA
+// attention time goes: part 0 scores (ScoreKeyBlocksMulti over the keys),
+// 1 softmax (nq rows), 2 values (AccumulateValueBlocksMulti over the values,
+// weights from a real softmax). bytes = the part's KV bytes, items =
+// query-tokens.
+void BM_AttentionPartGqa(benchmark::State& state, KvFormat f, int d, int ctx, int nq, int part) {
+  const LaneArena a(f, d, ctx);
+  const size_t n_blocks = a.n_blocks;
+  const size_t n = static_cast<size_t>(nq);
+  const size_t row = n_blocks * kG;
+  const std::vector<float> q = GaussianQueries(n * d);
+  std::vector<float> scores(n * row), work(n * row), out(n * d);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  ScoreKeyBlocksMulti(f, d, d, q.data(), n, a.rot.data(), a.kptr.data(), n_blocks, scale, scores.data(), row);
+  for (size_t i = 0; i < n; ++i) SoftmaxInPlace(scores.data() + i * row, row);
+  size_t lane = 0;
+  for (auto _ : state) {
+    if (part == 0) {
+      ScoreKeyBlocksMulti(f, d, d, q.data(), n, a.rot.data(), a.kptr.data() + lane * n_blocks, n_blocks, scale,
+                          work.data(), row);
+      benchmark::DoNotOptimize(work.data());
+    } else if (part == 1) {
+      state.PauseTiming();
+      std::memcpy(work.data(), scores.data(), work.size() * sizeof(float));
+      state.ResumeTiming();
+      for (size_t i = 0; i < n; ++i) SoftmaxInPlace(work.data() + i * row, row);
+      benchmark::DoNotOptimize(work.data());
+    } else {
+      AccumulateValueBlocksMulti(f, d, scores.data(), row, n, a.vptr.data() + lane * n_blocks, n_blocks, out.data());
+      benchmark::DoNotOptimize(out.data());
+    }
+    lane = lane + 1 == a.lanes ? 0 : lane + 1;
+  }
+  const size_t bytes = part == 0 ? n_blocks * KeyBlockBytes(f, d) : part == 2 ? n_blocks * ValueBlockBytes(f, d) : 0;
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * ctx * nq);
+}
+
 // Sealing one key block and one value block from f32 (hot in cache).
 void BM_Quantize(benchmark::State& state, KvFormat f, int d) {
   std::mt19937 rng(3);
@@ -194,6 +232,20 @@ bool RegisterKvBenchmarks() {
             ->UseRealTime();
       }
     }
+  }
+  // TinyLlama-1.1B's shape: 8 query heads per kv head, hd64; by part.
+  for (KvFormat f : formats) {
+    for (int part = 0; part < 3; ++part) {
+      static const char* const kPart[] = {"scores", "softmax", "values"};
+      const std::string name = std::string("AttentionPartGqa/") + KvFormatName(f) + "/hd64/ctx16384/q8/" + kPart[part];
+      benchmark::RegisterBenchmark(name.c_str(), BM_AttentionPartGqa, f, 64, 16384, 8, part)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+    }
+    const std::string name = std::string("DecodeAttentionGqa/") + KvFormatName(f) + "/hd64/ctx16384/q8";
+    benchmark::RegisterBenchmark(name.c_str(), BM_DecodeAttentionGqa, f, 64, 16384, 8, true)
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
   }
   // GQA groups (Llama-2/3: 4 query heads per kv head; TinyLlama: 8), hd128.
   for (int ctx : {4096, 32768}) {

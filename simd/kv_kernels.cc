@@ -12,6 +12,7 @@
 
 #include "simd/kv_kernels.h"
 #include "simd/kv_kernels_ref.h"
+#include "simd/x86_vnni.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "simd/kv_kernels.cc"
@@ -676,12 +677,275 @@ HWY_INLINE float PrepareQuery(int d, size_t half, const float* HWY_RESTRICT q, c
   return bias;
 }
 
+#if HWY_TARGET == HWY_AVX3_DL
+// ------------------------------ AVX-512 VNNI scores (int8/int4 keys, nq ≥ 2)
+//
+// The f32 group kernel above spends 2 FMAs per query, channel and 16 tokens.
+// Here, per (query, block), q' = (R_b q)·s (rotation fused with the
+// key-scale fold, as PrepareQuery) is rounded to int16 codes with its own
+// step δ = max_c |q'_c| / 32767, so q'_c = δ·iq_c + e_c with |e_c| ≤ δ/2, and
+// vpdpwssd multiplies token t's codes of a channel pair with the pair's
+// query codes, adding both products into int32 lane t: per token an exact
+// Σ_c iq_c·code_ct (|Σ| ≤ 32767·255·256 < 2^31). The min term
+// Σ_c (R_b q)_c·m_c stays f32, as in the exact path. Score:
+//   scale·(δ·Σ_c iq_c·code_ct + Σ_c (R_b q)_c·m_c),
+// off the exact score by at most scale·(δ/2)·Σ_c code_ct (tested).
+// Why int16 and not int8 queries with vpdpbusd (4 channels per lane, half
+// the dot instructions; measured 135 vs … µs, see docs/kernels.md): an int8
+// q' errs by up to max|q'|/254 per channel, which for int8 keys (codes up to
+// 255) is ~3x the keys' own quantization error in the attention output.
+//
+// Keys are channel-major; per 4 channels and 32 tokens the decode (shared by
+// the group's queries) is a zero-masking byte permute per channel pair and
+// token half (int8: 4 vpermb; int4: 2 vpermb of the 64 bytes, then a nibble
+// mask and a shift), each query then costs 4 vpdpwssd.
+
+// acc += vpdpwssd(a, broadcast of the int32 at p). GCC 12 does not fold the
+// broadcast into the instruction's memory operand ({1to16}); a separate
+// vpbroadcastd per dot measured ~10% of the loop.
+KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i DpwssdBroadcast(__m512i acc, __m512i a, const int32_t* p) {
+  __asm__("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(a), "m"(*p));
+  return acc;
+}
+
+// Pairs (2i, 2i+1) of a pass's queries, even and odd channels apart, zero
+// past D/2 up to a whole 16-lane chunk. Filled once per pass.
+struct VnniQueries {
+  HWY_ALIGN float qe[kQueryGroup][kMaxHeadDim / 2];  // [query][pair] q[2i]
+  HWY_ALIGN float qo[kQueryGroup][kMaxHeadDim / 2];  // [query][pair] q[2i+1]
+};
+
+// One block's folded queries.
+struct VnniFolded {
+  HWY_ALIGN float pe[kQueryGroup][kMaxHeadDim / 2];    // [query][pair] q'[2i]
+  HWY_ALIGN float po[kQueryGroup][kMaxHeadDim / 2];    // [query][pair] q'[2i+1]
+  HWY_ALIGN int32_t iq[kQueryGroup][kMaxHeadDim / 2];  // [query][pair] the pair's two int16 q' codes
+  float step[kQueryGroup];                             // [query] δ
+  float bias[kQueryGroup];                             // [query] Σ_c (R q)_c·m_c
+};
+
+HWY_INLINE __mmask16 FirstLanes(size_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// Byte permutes: word lanes (2t, 2t+1) of the result hold token t's codes
+// of a channel pair, zero-extended (odd bytes masked to zero).
+struct VnniKeyPerms {
+  uint8_t int4_01[64];  // 4 channels × 16 bytes: channels 0,1, byte t (tokens t and t+16)
+  uint8_t int4_23[64];  // channels 2,3
+  uint8_t int8_lo[64];  // 2 channels × 32 bytes: tokens t < 16
+  uint8_t int8_hi[64];  // tokens 16 + t
+  constexpr VnniKeyPerms() : int4_01(), int4_23(), int8_lo(), int8_hi() {
+    for (int t = 0; t < 16; ++t) {
+      int4_01[4 * t] = static_cast<uint8_t>(t);
+      int4_01[4 * t + 2] = static_cast<uint8_t>(16 + t);
+      int4_23[4 * t] = static_cast<uint8_t>(32 + t);
+      int4_23[4 * t + 2] = static_cast<uint8_t>(48 + t);
+      int8_lo[4 * t] = static_cast<uint8_t>(t);
+      int8_lo[4 * t + 2] = static_cast<uint8_t>(32 + t);
+      int8_hi[4 * t] = static_cast<uint8_t>(16 + t);
+      int8_hi[4 * t + 2] = static_cast<uint8_t>(48 + t);
+    }
+  }
+};
+constexpr VnniKeyPerms kVnniKeyPerms;
+constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
+
+// q' for kQ queries against one block (rope_half = rope_dim/2 rotated pairs,
+// the rest identity), then its int16 codes. Angles, scales and mins are
+// loaded once per 16 pairs for the whole group.
+template <int kQ>
+HWY_INLINE void VnniFoldBlock(KvFormat f, int d, size_t rope_half, const uint8_t* HWY_RESTRICT block,
+                              const float* HWY_RESTRICT angles, const VnniQueries& q, VnniFolded* HWY_RESTRICT out) {
+  const size_t np = static_cast<size_t>(d) / 2;
+  const uint8_t* scales = block + KeyBlockScalesOffset(f, d);  // f16 [D], as 32-bit words of pairs
+  const uint8_t* mins = block + KeyBlockMinsOffset(f, d);
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  __m512 amax[kQ], vb[kQ];
+  for (int i = 0; i < kQ; ++i) {
+    amax[i] = _mm512_setzero_ps();
+    vb[i] = _mm512_setzero_ps();
+  }
+  for (size_t i0 = 0; i0 < np; i0 += 16) {
+    const __mmask16 m = FirstLanes(np - i0);
+    const __mmask16 rm = FirstLanes(rope_half > i0 ? rope_half - i0 : 0);
+    const __m512i sw = _mm512_maskz_loadu_epi32(m, scales + 4 * i0);
+    const __m512i mw = _mm512_maskz_loadu_epi32(m, mins + 4 * i0);
+    const __m512 s0 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(sw));
+    const __m512 s1 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(sw, 16)));
+    const __m512 m0 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(mw));
+    const __m512 m1 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(mw, 16)));
+    const __m512 c = _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), rm, angles + i0);
+    const __m512 s = _mm512_maskz_loadu_ps(rm, angles + rope_half + i0);
+    for (int i = 0; i < kQ; ++i) {
+      const __m512 a = _mm512_load_ps(q.qe[i] + i0);
+      const __m512 b = _mm512_load_ps(q.qo[i] + i0);
+      const __m512 r0 = _mm512_fmsub_ps(a, c, _mm512_mul_ps(b, s));
+      const __m512 r1 = _mm512_fmadd_ps(a, s, _mm512_mul_ps(b, c));
+      vb[i] = _mm512_fmadd_ps(r0, m0, _mm512_fmadd_ps(r1, m1, vb[i]));
+      const __m512 p0 = _mm512_mul_ps(r0, s0);
+      const __m512 p1 = _mm512_mul_ps(r1, s1);
+      _mm512_store_ps(out->pe[i] + i0, p0);
+      _mm512_store_ps(out->po[i] + i0, p1);
+      amax[i] = _mm512_max_ps(amax[i], _mm512_max_ps(_mm512_andnot_ps(sign, p0), _mm512_andnot_ps(sign, p1)));
+    }
+  }
+  for (int i = 0; i < kQ; ++i) {
+    const float a = _mm512_reduce_max_ps(amax[i]);
+    out->bias[i] = _mm512_reduce_add_ps(vb[i]);
+    // Below ~1e-33 32767/a would overflow; such a q' scores as 0 (error ≤ a·Σ code).
+    const bool live = a > 1e-33f;
+    out->step[i] = live ? a / 32767.0f : 0.0f;
+    const __m512 inv = _mm512_set1_ps(live ? 32767.0f / a : 0.0f);
+    for (size_t i0 = 0; i0 < np; i0 += 16) {
+      const __m256i e = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(out->pe[i] + i0), inv)));
+      const __m256i o = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(out->po[i] + i0), inv)));
+      // Pair j = (e_j, o_j) as one 32-bit word: e in the low half.
+      const __m512i w = _mm512_or_si512(_mm512_cvtepu16_epi32(e), _mm512_slli_epi32(_mm512_cvtepu16_epi32(o), 16));
+      _mm512_store_si512(out->iq[i] + i0, w);
+    }
+  }
+}
+
+// Token t's codes of channel pairs (0,1) and (2,3) of channel quad c4 as
+// int16 pairs in int32 lane t: l01/l23 for tokens 0..15, h01/h23 for 16..31.
+template <bool kInt4>
+KVEDGE_ATTR_VNNI512 HWY_INLINE void VnniKeyQuad(const uint8_t* HWY_RESTRICT block, size_t c4, __m512i perm_a,
+                                                __m512i perm_b, __m512i& l01, __m512i& l23, __m512i& h01,
+                                                __m512i& h23) {
+  if constexpr (kInt4) {  // perm_a / perm_b: pairs (0,1) / (2,3); a word holds one byte
+    const __m512i raw = _mm512_loadu_si512(block + 64 * c4);
+    const __m512i x01 = _mm512_maskz_permutexvar_epi8(kEvenBytes, perm_a, raw);
+    const __m512i x23 = _mm512_maskz_permutexvar_epi8(kEvenBytes, perm_b, raw);
+    const __m512i nibble = _mm512_set1_epi16(0x0F);
+    l01 = _mm512_and_si512(x01, nibble);
+    l23 = _mm512_and_si512(x23, nibble);
+    h01 = _mm512_srli_epi16(x01, 4);
+    h23 = _mm512_srli_epi16(x23, 4);
+  } else {  // perm_a / perm_b: tokens 0..15 / 16..31 of a channel pair's 64 bytes
+    const __m512i a = _mm512_loadu_si512(block + 128 * c4);
+    const __m512i b = _mm512_loadu_si512(block + 128 * c4 + 64);
+    l01 = _mm512_maskz_permutexvar_epi8(kEvenBytes, perm_a, a);
+    l23 = _mm512_maskz_permutexvar_epi8(kEvenBytes, perm_a, b);
+    h01 = _mm512_maskz_permutexvar_epi8(kEvenBytes, perm_b, a);
+    h23 = _mm512_maskz_permutexvar_epi8(kEvenBytes, perm_b, b);
+  }
+}
+
+// out[i·out_stride + t] for kQ queries and the block's 32 tokens. Named
+// accumulators (an array updated in a lambda was spilled by GCC).
+#define KVEDGE_VNNI_DOT(I)                                                \
+  if constexpr ((I) < kQ) {                                               \
+    const int32_t* q01 = &fold.iq[I][2 * c4];                             \
+    l##I = DpwssdBroadcast(DpwssdBroadcast(l##I, l01, q01), l23, q01 + 1);  \
+    h##I = DpwssdBroadcast(DpwssdBroadcast(h##I, h01, q01), h23, q01 + 1);  \
+  }
+#define KVEDGE_VNNI_OUT(I)                                                                              \
+  if constexpr ((I) < kQ) {                                                                             \
+    const __m512 st = _mm512_set1_ps(fold.step[I] * scale);                                             \
+    const __m512 bs = _mm512_set1_ps(fold.bias[I] * scale);                                             \
+    _mm512_storeu_ps(out + (I) * out_stride, _mm512_fmadd_ps(_mm512_cvtepi32_ps(l##I), st, bs));       \
+    _mm512_storeu_ps(out + (I) * out_stride + 16, _mm512_fmadd_ps(_mm512_cvtepi32_ps(h##I), st, bs));  \
+  }
+template <int kQ, bool kInt4>
+KVEDGE_ATTR_VNNI512 HWY_INLINE void VnniScoreBlock(int d, const uint8_t* HWY_RESTRICT block,
+                                                   const VnniFolded& fold, float scale, float* HWY_RESTRICT out,
+                                                   size_t out_stride) {
+  const __m512i perm_a = _mm512_loadu_si512(kInt4 ? kVnniKeyPerms.int4_01 : kVnniKeyPerms.int8_lo);
+  const __m512i perm_b = _mm512_loadu_si512(kInt4 ? kVnniKeyPerms.int4_23 : kVnniKeyPerms.int8_hi);
+  __m512i l0 = _mm512_setzero_si512(), l1 = l0, l2 = l0, l3 = l0, l4 = l0, l5 = l0, l6 = l0, l7 = l0;
+  __m512i h0 = l0, h1 = l0, h2 = l0, h3 = l0, h4 = l0, h5 = l0, h6 = l0, h7 = l0;
+  const size_t quads = static_cast<size_t>(d) / 4;
+  for (size_t c4 = 0; c4 < quads; ++c4) {
+    __m512i l01, l23, h01, h23;
+    VnniKeyQuad<kInt4>(block, c4, perm_a, perm_b, l01, l23, h01, h23);
+    KVEDGE_VNNI_DOT(0)
+    KVEDGE_VNNI_DOT(1)
+    KVEDGE_VNNI_DOT(2)
+    KVEDGE_VNNI_DOT(3)
+    KVEDGE_VNNI_DOT(4)
+    KVEDGE_VNNI_DOT(5)
+    KVEDGE_VNNI_DOT(6)
+    KVEDGE_VNNI_DOT(7)
+  }
+  KVEDGE_VNNI_OUT(0)
+  KVEDGE_VNNI_OUT(1)
+  KVEDGE_VNNI_OUT(2)
+  KVEDGE_VNNI_OUT(3)
+  KVEDGE_VNNI_OUT(4)
+  KVEDGE_VNNI_OUT(5)
+  KVEDGE_VNNI_OUT(6)
+  KVEDGE_VNNI_OUT(7)
+}
+#undef KVEDGE_VNNI_DOT
+#undef KVEDGE_VNNI_OUT
+
+template <int kQ>
+KVEDGE_ATTR_VNNI512 HWY_INLINE void VnniScoreRun(KvFormat f, int d, size_t rope_half, size_t rope_dim,
+                                                 const VnniQueries& q, const float* HWY_RESTRICT rot,
+                                                 const uint8_t* const* HWY_RESTRICT blocks, size_t n_blocks,
+                                                 float scale, float* HWY_RESTRICT scores, size_t stride,
+                                                 VnniFolded* HWY_RESTRICT fold) {
+  const size_t block_bytes = KeyBlockBytes(f, d);
+  for (size_t b = 0; b < n_blocks; ++b) {
+    PrefetchBlock(blocks, n_blocks, b, block_bytes);
+    VnniFoldBlock<kQ>(f, d, rope_half, blocks[b], rot + b * rope_dim, q, fold);
+    if (f == KvFormat::kInt4) {
+      VnniScoreBlock<kQ, true>(d, blocks[b], *fold, scale, scores + b * kG, stride);
+    } else {
+      VnniScoreBlock<kQ, false>(d, blocks[b], *fold, scale, scores + b * kG, stride);
+    }
+  }
+}
+
+// Quantized keys, nq ≥ 2: passes of ≤ 8 queries over the run (one pass for
+// GQA groups ≤ 8).
+KVEDGE_ATTR_VNNI512 HWY_NOINLINE void ScoreKeyBlocksMultiVnni(KvFormat f, int d, int rope_dim,
+                                                              const float* HWY_RESTRICT q, size_t nq,
+                                                              const float* HWY_RESTRICT rot,
+                                                              const uint8_t* const* HWY_RESTRICT blocks,
+                                                              size_t n_blocks, float scale,
+                                                              float* HWY_RESTRICT scores, size_t stride) {
+  const size_t np = static_cast<size_t>(d) / 2;
+  const size_t padded = (np + 15) / 16 * 16;
+  const size_t rope_half = static_cast<size_t>(rope_dim) / 2;
+  VnniQueries qd;
+  VnniFolded fold;
+  for (size_t p0 = 0; p0 < nq; p0 += kQueryGroup) {
+    const size_t g = std::min(kQueryGroup, nq - p0);
+    for (size_t i = 0; i < g; ++i) {
+      const float* qi = q + (p0 + i) * d;
+      for (size_t j = 0; j < padded; ++j) {
+        qd.qe[i][j] = j < np ? qi[2 * j] : 0.0f;
+        qd.qo[i][j] = j < np ? qi[2 * j + 1] : 0.0f;
+      }
+    }
+    float* out = scores + p0 * stride;
+    switch (g) {
+      case 1: VnniScoreRun<1>(f, d, rope_half, rope_dim, qd, rot, blocks, n_blocks, scale, out, stride, &fold); break;
+      case 2: VnniScoreRun<2>(f, d, rope_half, rope_dim, qd, rot, blocks, n_blocks, scale, out, stride, &fold); break;
+      case 3: VnniScoreRun<3>(f, d, rope_half, rope_dim, qd, rot, blocks, n_blocks, scale, out, stride, &fold); break;
+      case 4: VnniScoreRun<4>(f, d, rope_half, rope_dim, qd, rot, blocks, n_blocks, scale, out, stride, &fold); break;
+      case 5: VnniScoreRun<5>(f, d, rope_half, rope_dim, qd, rot, blocks, n_blocks, scale, out, stride, &fold); break;
+      case 6: VnniScoreRun<6>(f, d, rope_half, rope_dim, qd, rot, blocks, n_blocks, scale, out, stride, &fold); break;
+      case 7: VnniScoreRun<7>(f, d, rope_half, rope_dim, qd, rot, blocks, n_blocks, scale, out, stride, &fold); break;
+      default: VnniScoreRun<8>(f, d, rope_half, rope_dim, qd, rot, blocks, n_blocks, scale, out, stride, &fold); break;
+    }
+  }
+}
+#endif  // HWY_TARGET == HWY_AVX3_DL
+
 void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTRICT q, size_t nq,
                          const float* HWY_RESTRICT rot, const uint8_t* const* HWY_RESTRICT blocks, size_t n_blocks,
                          float scale, float* HWY_RESTRICT scores, size_t scores_stride) {
   // One query: the single-query kernel deinterleaves q once per call and
   // folds without widening copies (~15% faster than the group path at nq = 1).
   if (nq == 1) return HWY_NAMESPACE::ScoreKeyBlocks(f, d, rope_dim, q, rot, blocks, n_blocks, scale, scores);
+#if HWY_TARGET == HWY_AVX3_DL
+  if (IsQuantized(f)) {
+    return ScoreKeyBlocksMultiVnni(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores, scores_stride);
+  }
+#endif
   const size_t half = static_cast<size_t>(rope_dim) / 2;
   const size_t block_bytes = KeyBlockBytes(f, d);
   const bool quantized = IsQuantized(f);
@@ -710,6 +974,8 @@ void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTR
     }
   }
 }
+
+bool MultiKernelsQuantize() { return HWY_TARGET == HWY_AVX3_DL; }
 
 // ---------------------------------------------------------------- values
 
@@ -1161,10 +1427,214 @@ void AccumulateBlocksMultiT(DF df, KvFormat f, int d, const float* HWY_RESTRICT 
   }
 }
 
+#if HWY_TARGET == HWY_AVX3_DL
+// ------------------------------ AVX-512 VNNI values (int8/int4, D ≥ 32, nq ≥ 2)
+//
+// As the scores: per (query, block, value group j) the folded weights
+// ws_t = w_t·scale_{t,j} of the 32 tokens are rounded to int16 codes with
+// step δ = max_t |ws_t| / 32767 (|error| ≤ δ/2 per token), and vpdpwssd
+// multiplies a token pair's codes of 16 channels with the pair's weight
+// codes (int32 lane c: Σ over the pair, exact; over a block
+// |Σ| ≤ 32767·255·32 < 2^31). Per block and channel chunk the int32 sums are
+// scaled by δ into the f32 output; the mins' share Σ_t w_t·min_{t,j} stays
+// f32 and is added once per call. out differs from the exact sum by at most
+// Σ_b Σ_t (δ_{b,j}/2)·code_{t,c} (tested).
+//
+// Per token pair and chunk pair (c0, c0 + D/2) the decode (shared by the
+// queries) interleaves the two tokens' 16 code bytes and widens them to
+// int16 (int4: then the nibble mask and shift give both chunks); each query
+// then costs 2 vpdpwssd where the f32 kernel spends 4 FMAs.
+
+constexpr size_t kMaxValueGroups = kMaxHeadDim / kValueGroup;  // cg ≤ 8
+
+// A block's value scales and mins as f32, group-major: [j][t]. Shared by the
+// queries of a pass.
+struct VnniValueScales {
+  HWY_ALIGN float s[kMaxValueGroups][kG];
+  HWY_ALIGN float m[kMaxValueGroups][kG];
+};
+
+// One block's weight codes for a pass's queries.
+struct VnniValueWeights {
+  HWY_ALIGN int32_t iw[kQueryGroup][kMaxValueGroups][kG / 2];  // [query][group][token pair] 2 int16 codes
+  float step[kQueryGroup][kMaxValueGroups];                    // [query][group] δ
+};
+
+// ws codes of query i for every group of one block; wm[j] += w·min (16-lane
+// partial sums, reduced once per call).
+HWY_INLINE void VnniFoldValueWeights(size_t cg, const float* HWY_RESTRICT w, const VnniValueScales& vs,
+                                     float* HWY_RESTRICT wm, int32_t (*HWY_RESTRICT iw)[kG / 2],
+                                     float* HWY_RESTRICT step) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  const __m512 w0 = _mm512_loadu_ps(w);
+  const __m512 w1 = _mm512_loadu_ps(w + 16);
+  for (size_t j = 0; j < cg; ++j) {
+    const __m512 a0 = _mm512_mul_ps(w0, _mm512_load_ps(vs.s[j]));
+    const __m512 a1 = _mm512_mul_ps(w1, _mm512_load_ps(vs.s[j] + 16));
+    const __m512 acc = _mm512_load_ps(wm + 16 * j);
+    _mm512_store_ps(wm + 16 * j, _mm512_fmadd_ps(w0, _mm512_load_ps(vs.m[j]),
+                                                 _mm512_fmadd_ps(w1, _mm512_load_ps(vs.m[j] + 16), acc)));
+    const float a = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, a0), _mm512_andnot_ps(sign, a1)));
+    const bool live = a > 1e-33f;  // below, 32767/a could overflow: weights that small count as 0
+    step[j] = live ? a / 32767.0f : 0.0f;
+    const __m512 inv = _mm512_set1_ps(live ? 32767.0f / a : 0.0f);
+    const __m256i lo = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(a0, inv)));
+    const __m256i hi = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(a1, inv)));
+    _mm512_store_si512(iw[j], _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+  }
+}
+
+// Two tokens' 16 code bytes (a: token t, b: token t+1) as int32 lane c =
+// (a_c, b_c) in int16 halves.
+HWY_INLINE __m512i VnniTokenPair(const uint8_t* HWY_RESTRICT a, const uint8_t* HWY_RESTRICT b) {
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+  const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+  const __m256i xy = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(x, y)), _mm_unpackhi_epi8(x, y), 1);
+  return _mm512_cvtepu8_epi16(xy);
+}
+
+#define KVEDGE_VNNI_VDOT(I)                                                                  \
+  if constexpr ((I) < kQ) {                                                                  \
+    l##I = DpwssdBroadcast(l##I, lo, &wt.iw[I][jl][tp]);                                     \
+    h##I = DpwssdBroadcast(h##I, hi, &wt.iw[I][jh][tp]);                                     \
+  }
+#define KVEDGE_VNNI_VOUT(I)                                                                  \
+  if constexpr ((I) < kQ) {                                                                  \
+    float* o = out + (I) * out_stride + c0;                                                  \
+    _mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_cvtepi32_ps(l##I), _mm512_set1_ps(wt.step[I][jl]),   \
+                                        _mm512_loadu_ps(o)));                                \
+    _mm512_storeu_ps(o + half, _mm512_fmadd_ps(_mm512_cvtepi32_ps(h##I), _mm512_set1_ps(wt.step[I][jh]), \
+                                               _mm512_loadu_ps(o + half)));                  \
+  }
+// out[i][c] += Σ_t δ·iw·code for kQ queries and one block.
+template <int kQ, bool kInt4>
+KVEDGE_ATTR_VNNI512 HWY_INLINE void VnniValueBlock(int d, const uint8_t* HWY_RESTRICT block,
+                                                   const VnniValueWeights& wt, float* HWY_RESTRICT out,
+                                                   size_t out_stride) {
+  const size_t D = static_cast<size_t>(d);
+  const size_t half = D / 2;
+  const size_t row = kInt4 ? half : D;  // code bytes per token
+  const __m512i nibble = _mm512_set1_epi16(0x0F);
+  for (size_t c0 = 0; c0 < half; c0 += 16) {
+    const size_t jl = c0 / kValueGroup, jh = (c0 + half) / kValueGroup;
+    __m512i l0 = _mm512_setzero_si512(), l1 = l0, l2 = l0, l3 = l0, l4 = l0, l5 = l0, l6 = l0, l7 = l0;
+    __m512i h0 = l0, h1 = l0, h2 = l0, h3 = l0, h4 = l0, h5 = l0, h6 = l0, h7 = l0;
+    for (size_t tp = 0; tp < kG / 2; ++tp) {
+      const uint8_t* r = block + 2 * tp * row + c0;
+      __m512i lo, hi;
+      if constexpr (kInt4) {  // byte j: channel j (low nibble), j + D/2 (high)
+        const __m512i x = VnniTokenPair(r, r + row);
+        lo = _mm512_and_si512(x, nibble);
+        hi = _mm512_srli_epi16(x, 4);
+      } else {
+        lo = VnniTokenPair(r, r + row);
+        hi = VnniTokenPair(r + half, r + row + half);
+      }
+      KVEDGE_VNNI_VDOT(0)
+      KVEDGE_VNNI_VDOT(1)
+      KVEDGE_VNNI_VDOT(2)
+      KVEDGE_VNNI_VDOT(3)
+      KVEDGE_VNNI_VDOT(4)
+      KVEDGE_VNNI_VDOT(5)
+      KVEDGE_VNNI_VDOT(6)
+      KVEDGE_VNNI_VDOT(7)
+    }
+    KVEDGE_VNNI_VOUT(0)
+    KVEDGE_VNNI_VOUT(1)
+    KVEDGE_VNNI_VOUT(2)
+    KVEDGE_VNNI_VOUT(3)
+    KVEDGE_VNNI_VOUT(4)
+    KVEDGE_VNNI_VOUT(5)
+    KVEDGE_VNNI_VOUT(6)
+    KVEDGE_VNNI_VOUT(7)
+  }
+}
+#undef KVEDGE_VNNI_VDOT
+#undef KVEDGE_VNNI_VOUT
+
+template <int kQ>
+KVEDGE_ATTR_VNNI512 HWY_INLINE void VnniValueRun(KvFormat f, int d, const float* HWY_RESTRICT weights,
+                                                 size_t weights_stride, const uint8_t* const* HWY_RESTRICT blocks,
+                                                 size_t n_blocks, float* HWY_RESTRICT out,
+                                                 float (*HWY_RESTRICT wm)[kMaxValueGroups * 16]) {
+  const size_t D = static_cast<size_t>(d);
+  const size_t cg = D / kValueGroup;
+  const size_t block_bytes = ValueBlockBytes(f, d);
+  VnniValueScales vs;
+  VnniValueWeights wt;
+  HWY_ALIGN float flat_s[kG * kMaxValueGroups];  // [t][j] the block's scales as f32
+  HWY_ALIGN float flat_m[kG * kMaxValueGroups];  // [t][j] mins
+  const __m512i lane_cg = _mm512_mullo_epi32(
+      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(static_cast<int>(cg)));
+  for (size_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* HWY_RESTRICT block = blocks[b];
+    PrefetchBlock(blocks, n_blocks, b, block_bytes);
+    const uint8_t* scales = block + ValueBlockScalesOffset(f, d);  // f16 [G][cg]
+    const uint8_t* mins = block + ValueBlockMinsOffset(f, d);
+    // [t][j] f16 → [j][t] f32: widen (vector), then gather each group's tokens.
+    F32FromF16Array(scales, kG * cg, flat_s);
+    F32FromF16Array(mins, kG * cg, flat_m);
+    for (size_t j = 0; j < cg; ++j) {
+      for (int t0 = 0; t0 < kG; t0 += 16) {
+        const __m512i idx = _mm512_add_epi32(lane_cg, _mm512_set1_epi32(static_cast<int>(t0 * cg + j)));
+        _mm512_store_ps(vs.s[j] + t0, _mm512_i32gather_ps(idx, flat_s, 4));
+        _mm512_store_ps(vs.m[j] + t0, _mm512_i32gather_ps(idx, flat_m, 4));
+      }
+    }
+    for (int i = 0; i < kQ; ++i) {
+      VnniFoldValueWeights(cg, weights + i * weights_stride + b * kG, vs, wm[i], wt.iw[i], wt.step[i]);
+    }
+    if (f == KvFormat::kInt4) {
+      VnniValueBlock<kQ, true>(d, block, wt, out, D);
+    } else {
+      VnniValueBlock<kQ, false>(d, block, wt, out, D);
+    }
+  }
+}
+
+KVEDGE_ATTR_VNNI512 HWY_NOINLINE void AccumulateValueBlocksMultiVnni(KvFormat f, int d,
+                                                                     const float* HWY_RESTRICT weights,
+                                                                     size_t weights_stride, size_t nq,
+                                                                     const uint8_t* const* HWY_RESTRICT blocks,
+                                                                     size_t n_blocks, float* HWY_RESTRICT out) {
+  const size_t D = static_cast<size_t>(d);
+  const size_t cg = D / kValueGroup;
+  HWY_ALIGN float wm[kQueryGroup][kMaxValueGroups * 16];  // [query][group][16 lanes] Σ w·min partial sums
+  for (size_t p0 = 0; p0 < nq; p0 += kQueryGroup) {
+    const size_t g = std::min(kQueryGroup, nq - p0);
+    std::fill(&wm[0][0], &wm[0][0] + kQueryGroup * kMaxValueGroups * 16, 0.0f);
+    const float* w = weights + p0 * weights_stride;
+    float* o = out + p0 * D;
+    switch (g) {
+      case 1: VnniValueRun<1>(f, d, w, weights_stride, blocks, n_blocks, o, wm); break;
+      case 2: VnniValueRun<2>(f, d, w, weights_stride, blocks, n_blocks, o, wm); break;
+      case 3: VnniValueRun<3>(f, d, w, weights_stride, blocks, n_blocks, o, wm); break;
+      case 4: VnniValueRun<4>(f, d, w, weights_stride, blocks, n_blocks, o, wm); break;
+      case 5: VnniValueRun<5>(f, d, w, weights_stride, blocks, n_blocks, o, wm); break;
+      case 6: VnniValueRun<6>(f, d, w, weights_stride, blocks, n_blocks, o, wm); break;
+      case 7: VnniValueRun<7>(f, d, w, weights_stride, blocks, n_blocks, o, wm); break;
+      default: VnniValueRun<8>(f, d, w, weights_stride, blocks, n_blocks, o, wm); break;
+    }
+    // The mins' share: out_i[c] += Σ_b Σ_t w·min of c's group.
+    for (size_t i = 0; i < g; ++i) {
+      for (size_t j = 0; j < cg; ++j) {
+        const float bias = _mm512_reduce_add_ps(_mm512_load_ps(wm[i] + 16 * j));
+        for (size_t c = 0; c < kValueGroup; ++c) o[i * D + j * kValueGroup + c] += bias;
+      }
+    }
+  }
+}
+#endif  // HWY_TARGET == HWY_AVX3_DL
+
 void AccumulateValueBlocksMulti(KvFormat f, int d, const float* HWY_RESTRICT weights, size_t weights_stride,
                                 size_t nq, const uint8_t* const* HWY_RESTRICT blocks, size_t n_blocks,
                                 float* HWY_RESTRICT out) {
   if (nq == 1) return HWY_NAMESPACE::AccumulateValueBlocks(f, d, weights, blocks, n_blocks, out);  // as scores
+#if HWY_TARGET == HWY_AVX3_DL
+  if (IsQuantized(f) && d >= kValueGroup) {
+    return AccumulateValueBlocksMultiVnni(f, d, weights, weights_stride, nq, blocks, n_blocks, out);
+  }
+#endif
   const int half = d / 2;  // chunk pairs (c0, c0 + D/2) for every format
   if (half % 16 == 0) {
     AccumulateBlocksMultiT(hn::CappedTag<float, 16>(), f, d, weights, weights_stride, nq, blocks, n_blocks, out);
@@ -1232,6 +1702,7 @@ HWY_EXPORT(AccumulateValueBlocks);
 HWY_EXPORT(ScoreKeyBlocksMulti);
 HWY_EXPORT(AccumulateValueBlocksMulti);
 HWY_EXPORT(SoftmaxInPlace);
+HWY_EXPORT(MultiKernelsQuantize);
 HWY_EXPORT(RopeRotate);
 
 void EncodeKeyBlock(KvFormat f, int head_dim, const float* src, uint8_t* block) {
@@ -1265,6 +1736,7 @@ void AccumulateValueBlocksMulti(KvFormat f, int head_dim, const float* weights, 
   HWY_DYNAMIC_DISPATCH(AccumulateValueBlocksMulti)(f, head_dim, weights, weights_stride, nq, blocks, n_blocks, out);
 }
 float SoftmaxInPlace(float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(SoftmaxInPlace)(x, n); }
+bool MultiKernelsQuantize() { return HWY_DYNAMIC_DISPATCH(MultiKernelsQuantize)(); }
 void RopeRotate(int dim, int rope_dim, const float* angles, const float* x, float* out) {
   HWY_DYNAMIC_DISPATCH(RopeRotate)(dim, rope_dim, angles, x, out);
 }

@@ -78,8 +78,25 @@ void ScoreKeyBlocksMulti(KvFormat f, int head_dim, int rope_dim, const float* q,
                          const uint8_t* const* blocks, size_t n_blocks, float scale, float* scores,
                          size_t scores_stride);
 
+// On x86 with AVX-512 VNNI (Highway target AVX3_DL: Ice Lake, Zen 4 and
+// later), int8/int4 keys with nq ≥ 2 take an integer path: per (query,
+// block) the rotated, scale-folded query q'_c = (R_b q)_c·s_c is rounded to
+// int16 codes with step δ = max_c |q'_c| / 32767 and dotted with the key codes
+// by vpdpwssd; the min term stays f32. Those scores differ from the f32
+// result by at most scale·(δ/2)·Σ_c code_{c,t} (tested; in attention-output
+// terms far below the int4/int8 key quantization itself, see
+// docs/kernels.md). Every other target, format and nq = 1 match the
+// reference up to f32 rounding. MultiKernelsQuantize() says whether the
+// dispatched target takes this path (and the one of AccumulateValueBlocksMulti).
+bool MultiKernelsQuantize();
+
 // For each i < nq: out[i·head_dim + c] += Σ_b Σ_{t<G} weights[i·weights_stride + b·G + t] · v_{b,t}[c].
 // weights: [nq] rows of weights_stride ≥ n_blocks·G floats (masked slots 0).
+// With MultiKernelsQuantize(), int8/int4 values, nq ≥ 2 and D ≥ 32, the
+// folded weights w_t·scale_{t,j} of each (query, block, value group j) are
+// rounded to int16 with step δ = max_t |w_t·scale_{t,j}| / 32767 and summed
+// by vpdpwssd; out then differs from the f32 result by at most
+// Σ_b Σ_t (δ_{b,j}/2)·code_{b,t,c} (tested).
 // out: [nq][head_dim] f32, accumulated into. Blocks are streamed once per 8
 // queries (GQA groups of ≤ 8: once).
 void AccumulateValueBlocksMulti(KvFormat f, int head_dim, const float* weights, size_t weights_stride, size_t nq,

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <random>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "platform/alloc_counter.h"
 #include "platform/thread_arena.h"
 #include "tests/testing/test_data.h"
+#include "simd/kv_kernels.h"
 #include "simd/kv_kernels_ref.h"
 
 namespace kvedge {
@@ -387,6 +389,15 @@ TEST_P(AblationTest, AttentionEqualsNaiveOverDefinedKeys) {
     for (int c = 0; c < d; ++c) for (int t = 0; t < G; ++t) cm[c * G + t] = tm[t * d + c];
   };
   std::vector<float> out(static_cast<size_t>(shape.n_heads) * d);
+  // f32 rounding: 1e-4. Where the GQA kernels quantize the folded query to
+  // int16 (kv_kernels.h, AVX-512 VNNI; sealed int4 key blocks, the f32 hot
+  // tail stays exact) the scores move by up to (δ/2)·Σ code, δ = max|q'|/32767:
+  // an outlier channel 20x the rest costs the others ~4 of the 15 bits. Here
+  // (D = 16, outlier keys) that measured up to 6.2e-4 (the f32 path: 2e-6),
+  // beside ~10% for the int4 keys themselves (tests/simd TestAttentionErrorRealistic).
+  const bool path_in_use = ac.axis == KeyQuantAxis::kChannel && ac.rope != KeyRope::kPre;
+  const double tolerance = MultiKernelsQuantize() && path_in_use ? 1e-3 : 1e-4;
+  double worst = 0.0;
   for (int h = 0; h < shape.n_kv_heads; ++h) {
     // Per lane: dequantized stored keys of sealed tokens, and the tail state.
     std::vector<std::vector<double>> keys;  // [token][D], rotated to the token's position
@@ -441,10 +452,13 @@ TEST_P(AblationTest, AttentionEqualsNaiveOverDefinedKeys) {
           const float* v = st.V(static_cast<int>(j), 0) + static_cast<size_t>(h) * d;
           for (int c = 0; c < d; ++c) ref[c] += p[j] / sum * v[c];
         }
-        ASSERT_LT(RelL2(ref, out.data() + static_cast<size_t>(head) * d), 1e-4) << "token " << i << " head " << head;
+        const double err = RelL2(ref, out.data() + static_cast<size_t>(head) * d);
+        worst = std::max(worst, err);
+        ASSERT_LT(err, tolerance) << "token " << i << " head " << head;
       }
     }
   }
+  std::printf("[ info ] largest attention rel L2 error vs the definition %.3g (tolerance %.0e)\n", worst, tolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(
