@@ -25,6 +25,7 @@
 #include <cstring>
 
 #include "simd/model_kernels.h"
+#include "simd/x86_vnni.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "simd/model_kernels.cc"
@@ -471,15 +472,8 @@ HWY_INLINE void TileKernel(const Block* const* w, const WordChunk* const* xc, co
 // permute, one f16 convert per row and pair), dx a 64-bit broadcast load.
 // Per (row, vector, pair): vpdpbusd, convert, dw·dx, FMA; per (row, pair):
 // the decode (Q4_0: vpermt2b + one GF(2) affine op; Q8_0: vpermt2b + xor)
-// and the two scale ops.
-//
-// Highway 1.0.3's AVX3_DL target string names "avxvnni" (the VEX form) instead
-// of "avx512vnni", so the functions that call vpdpbusd on zmm add it.
-// GFNI (for the Q4_0 nibble split) is not in that string either; every CPU
-// with AVX3_DL's VBMI2 + VAES + VPCLMULQDQ has it (Ice Lake, Zen 4 and later).
-// The attribute repeats the target string: clang replaces the pragma's target
-// with a function's own instead of adding to it.
-#define KVEDGE_ATTR_VNNI512 __attribute__((target(HWY_TARGET_STR ",avx512vnni,gfni")))
+// and the two scale ops. KVEDGE_ATTR_VNNI512 (simd/x86_vnni.h) adds the
+// VNNI and GFNI features to functions using them.
 constexpr size_t kPairCodes = 64;  // int8 activation codes per pair
 constexpr size_t kPairLanes = 16;  // int32 lanes per pair
 constexpr size_t kChunkPairs = kChunkBlocks / 2;
@@ -832,6 +826,15 @@ HWY_INLINE constexpr size_t LaneCodeColumn(size_t i) {
 }
 
 #if HWY_TARGET == HWY_AVX3_DL
+// acc += vpdpbusd(w, the 4 int8 codes at q broadcast to every lane), with the
+// broadcast in the instruction's memory operand ({1to16}): GCC 12 emits a
+// separate vpbroadcastd per dot instead (prefill MatMul 8-vector tile: see
+// docs/model-kernels.md). The asm reads the 4 bytes at q.
+KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i DpbusdBroadcast(__m512i acc, __m512i w, const int8_t* q) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(q)));
+  return acc;
+}
+
 // The block's code vectors as unsigned bytes, one row per int32 lane:
 // Q4_0 4 loads split into 8 nibble vectors (AND; one GF(2) affine op moves
 // each high nibble down), Q8_0 8 loads as they are.
@@ -872,7 +875,7 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t cb, 
       const int8_t* q = xc[v]->q + b * kQuantBlock;
       __m512i acc = _mm512_set1_epi32(xc[v]->corr[b]);
       for (size_t i = 0; i < kVecs; ++i) {
-        acc = _mm512_dpbusd_epi32(acc, w[i], _mm512_set1_epi32(LoadCodes4(q + LaneCodeColumn<Block>(i))));
+        acc = DpbusdBroadcast(acc, w[i], q + LaneCodeColumn<Block>(i));
       }
       const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xc[v]->dx[b]));
       sum[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), s, sum[v]);
@@ -880,7 +883,6 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t cb, 
   }
   for (size_t v = 0; v < V; ++v) _mm512_mask_storeu_ps(y + v * y_stride + row0, mask, sum[v]);
 }
-#undef KVEDGE_ATTR_VNNI512
 constexpr bool kInterleavedPreferred = true;
 constexpr size_t kLaneTileVecs = 8;
 #elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
