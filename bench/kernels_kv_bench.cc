@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "hwy/aligned_allocator.h"
+#include "platform/thread_arena.h"
 #include "simd/kv_format.h"
 #include "simd/kv_kernels.h"
 
@@ -24,19 +26,26 @@ constexpr size_t kMiB = size_t{1} << 20;
 // Streaming sum over 1 GiB: the single-thread read bandwidth the attention
 // numbers are compared with. Eight independent accumulators so the adds are
 // not the bottleneck.
-void BM_MemoryRead(benchmark::State& state) {
+// threads > 1: the same sum split into contiguous halves over a ThreadArena
+// (the bound for 2-thread decode, whose weight rows are split the same way).
+void BM_MemoryRead(benchmark::State& state, int threads) {
   const size_t bytes = size_t{1} << 30;
   const size_t words = bytes / sizeof(uint64_t);
   auto buf = hwy::AllocateAligned<uint64_t>(words);
   for (size_t i = 0; i < words; ++i) buf[i] = i;
+  std::unique_ptr<ThreadArena> arena = ThreadArena::Create(threads).value();
+  std::vector<uint64_t> totals(static_cast<size_t>(threads));
   for (auto _ : state) {
-    uint64_t s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (size_t i = 0; i < words; i += 8) {
-      for (int k = 0; k < 8; ++k) s[k] += buf[i + k];
-    }
-    uint64_t total = 0;
-    for (uint64_t x : s) total += x;
-    benchmark::DoNotOptimize(total);
+    arena->ParallelFor(words / 8, [&](size_t begin, size_t end, int thread) {
+      uint64_t s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (size_t i = 8 * begin; i < 8 * end; i += 8) {
+        for (int k = 0; k < 8; ++k) s[k] += buf[i + k];
+      }
+      uint64_t total = 0;
+      for (uint64_t x : s) total += x;
+      totals[static_cast<size_t>(thread)] = total;
+    });
+    benchmark::DoNotOptimize(totals.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
 }
@@ -220,7 +229,8 @@ void BM_Quantize(benchmark::State& state, KvFormat f, int d) {
 }
 
 bool RegisterKvBenchmarks() {
-  benchmark::RegisterBenchmark("MemoryRead", BM_MemoryRead)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("MemoryRead", BM_MemoryRead, 1)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("MemoryRead/threads:2", BM_MemoryRead, 2)->Unit(benchmark::kMillisecond)->UseRealTime();
   const KvFormat formats[] = {KvFormat::kF32, KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4};
   for (int d : {64, 128}) {
     for (int ctx : {4096, 32768}) {
