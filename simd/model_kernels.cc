@@ -1009,26 +1009,43 @@ HWY_INLINE LaneI LaneBlockDot(const LaneI* w, const int8_t* q) {
 // As the VNNI LaneTile: y[v·y_stride + row0 + r], r < valid_rows, over chunk
 // blocks [0, nb), continuing from y when cb > 0. Q4_0 codes count from 0
 // (offset −8·Σx per block); Q8_0 codes are already signed (no offset).
+// AVX2 holds a group in two halves: MatVec (V = 1) takes both per block, so
+// the group streams once (half by half it ran at ~half the DRAM speed);
+// MatMul tiles take one half per pass, so V sums and 8 codes fit 16 ymm.
 template <class Block, size_t V>
 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t cb, size_t nb, const LaneChunk* const* xc, float* y,
                            size_t y_stride, size_t row0, size_t valid_rows) {
   constexpr WeightType kType = LaneFormat<Block>::kType;
-  for (size_t h = 0; h * kLaneRows < valid_rows; ++h) {
-    const size_t rows = std::min(kLaneRows, valid_rows - h * kLaneRows);
-    float* yh = y + row0 + h * kLaneRows;
-    LaneF sum[V];
-    for (size_t v = 0; v < V; ++v) sum[v] = cb == 0 ? LaneSetF(0.0f) : LaneLoadF(yh + v * y_stride, rows);
-    for (size_t b = 0; b < nb; ++b) {
-      LaneI w[8];
-      LoadLaneCodes<Block>(group + InterleavedCodeOffset(kType, cb + b), h, w);
-      const LaneF dw = LaneScales(group + InterleavedScaleOffset(kType, cb + b) + 2 * kLaneRows * h);
+  constexpr size_t kHalves = kInterleaveRows / kLaneRows;
+  constexpr size_t kPerPass = V == 1 ? kHalves : 1;  // halves per pass
+  for (size_t h0 = 0; h0 * kLaneRows < valid_rows; h0 += kPerPass) {
+    size_t rows[kPerPass];  // valid rows of each half in this pass (0: none)
+    LaneF sum[kPerPass][V];
+    for (size_t i = 0; i < kPerPass; ++i) {
+      const size_t first = (h0 + i) * kLaneRows;
+      rows[i] = first < valid_rows ? std::min(kLaneRows, valid_rows - first) : 0;
       for (size_t v = 0; v < V; ++v) {
-        LaneI isum = LaneBlockDot<Block>(w, xc[v]->q + b * kQuantBlock);
-        if constexpr (kType == WeightType::kQ4_0) isum = LaneAdd32(isum, LaneSet32(xc[v]->corr[b]));
-        sum[v] = LaneFma(isum, LaneMulF(dw, LaneSetF(xc[v]->dx[b])), sum[v]);
+        sum[i][v] = cb == 0 || rows[i] == 0 ? LaneSetF(0.0f) : LaneLoadF(y + v * y_stride + row0 + first, rows[i]);
       }
     }
-    for (size_t v = 0; v < V; ++v) LaneStoreF(sum[v], yh + v * y_stride, rows);
+    for (size_t b = 0; b < nb; ++b) {
+      const uint8_t* codes = group + InterleavedCodeOffset(kType, cb + b);
+      const uint8_t* scales = group + InterleavedScaleOffset(kType, cb + b);
+      for (size_t i = 0; i < kPerPass; ++i) {
+        LaneI w[8];
+        LoadLaneCodes<Block>(codes, h0 + i, w);
+        const LaneF dw = LaneScales(scales + 2 * kLaneRows * (h0 + i));
+        for (size_t v = 0; v < V; ++v) {
+          LaneI isum = LaneBlockDot<Block>(w, xc[v]->q + b * kQuantBlock);
+          if constexpr (kType == WeightType::kQ4_0) isum = LaneAdd32(isum, LaneSet32(xc[v]->corr[b]));
+          sum[i][v] = LaneFma(isum, LaneMulF(dw, LaneSetF(xc[v]->dx[b])), sum[i][v]);
+        }
+      }
+    }
+    for (size_t i = 0; i < kPerPass; ++i) {
+      if (rows[i] == 0) continue;
+      for (size_t v = 0; v < V; ++v) LaneStoreF(sum[i][v], y + v * y_stride + row0 + (h0 + i) * kLaneRows, rows[i]);
+    }
   }
 }
 #else
