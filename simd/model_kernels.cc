@@ -1080,7 +1080,9 @@ HWY_INLINE void LaneBlockDots(const uint8_t* codes, size_t sub, const int8_t* q,
   const hn::Repartition<int16_t, decltype(di32)> di16;
   const hn::Repartition<uint16_t, decltype(di32)> du16;
   const hn::Repartition<uint8_t, decltype(di32)> du8;
-  auto s0 = hn::Set(di32, corr), s1 = hn::Zero(di32);
+  // RearrangeToOddPlusEven pairs lanes on some targets (NEON), so the offset
+  // sum is added after it, not preloaded.
+  auto s0 = hn::Zero(di32), s1 = hn::Zero(di32);
   for (size_t i = 0; i < kVecs; ++i) {
     const size_t vec = LaneFormat<Block>::kType == WeightType::kQ4_0 ? i >> 1 : i;
     auto bytes = hn::LoadU(du8, codes + 64 * vec + 4 * sub);
@@ -1100,7 +1102,7 @@ HWY_INLINE void LaneBlockDots(const uint8_t* codes, size_t sub, const int8_t* q,
     s0 = hn::ReorderWidenMulAccumulate(di32, even, q02, s0, s1);
     s0 = hn::ReorderWidenMulAccumulate(di32, odd, q13, s0, s1);
   }
-  hn::StoreU(hn::RearrangeToOddPlusEven(s0, s1), di32, isum);
+  hn::StoreU(hn::Add(hn::RearrangeToOddPlusEven(s0, s1), hn::Set(di32, corr)), di32, isum);
 }
 #endif  // HWY_TARGET == HWY_SCALAR
 
