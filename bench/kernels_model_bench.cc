@@ -47,7 +47,7 @@ class BenchMatrix {
     view_ = MatrixView{type, rows_buf.data(), rows, cols};
     if (layout == WeightLayout::kInterleaved16) {
       storage_ = AlignedBuffer::Allocate(MatrixBytes(type, layout, rows, cols), "bench matrix").value();
-      InterleaveGroups(view_, 0, (rows + kInterleaveRows - 1) / kInterleaveRows, storage_.data());
+      InterleaveGroups(view_, 0, InterleavedGroups(rows), storage_.data());
       view_ = InterleavedView(view_, storage_.data());
     } else {
       storage_ = std::move(rows_buf);
@@ -160,7 +160,7 @@ int RegisterAll() {
     }
   }
   for (const auto& [t, layout] : formats) {
-    if (t != WeightType::kQ8_0 && t != WeightType::kQ4_0) continue;
+    if (!IsQuantizedWeight(t)) continue;
     const std::string name = "MatVec/" + FormatName(t, layout) + "/32000x2048/dram";
     benchmark::RegisterBenchmark(name.c_str(), BM_MatVecStream, t, layout, 1)->UseRealTime();
     benchmark::RegisterBenchmark((name + "/threads:2").c_str(), BM_MatVecStream, t, layout, 2)->UseRealTime();

@@ -447,6 +447,14 @@ struct WordScales {
 };
 
 // Tile kernel of the int16 path (QuantTile) on prepared word chunks.
+// 4 unaligned bytes as one int32 (e.g. 4 int8 activation codes, broadcast
+// against 4 code bytes of each row).
+HWY_INLINE int32_t LoadU32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
 template <class Block, size_t R, size_t V>
 HWY_INLINE void TileKernel(const Block* const* w, const WordChunk* const* xc, const float* s, size_t nb,
                            size_t prefetch_ahead, float* out) {
@@ -486,11 +494,6 @@ struct ByteChunk {
 };
 
 HWY_INLINE __m512i LoadConst(const uint8_t (&bytes)[64]) { return _mm512_loadu_si512(bytes); }
-HWY_INLINE int LoadU32(const uint8_t* p) {
-  int v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
 
 // The f16 block scales at words 0 and `second` of a loaded pair, as f32 in
 // the lane pattern (d[b], d[b+1], d[b], …): one word permute, one convert.
@@ -809,13 +812,6 @@ HWY_NOINLINE void PrepareLaneChunk(const float* x, size_t nb, LaneChunk* c) {
   }
 }
 
-// 4 consecutive int8 codes as one int32 (broadcast against 4 code bytes).
-HWY_INLINE int32_t LoadCodes4(const int8_t* q) {
-  int32_t v;
-  std::memcpy(&v, q, sizeof(v));
-  return v;
-}
-
 // Column offset (inside a block) of the 4 codes that stored code vector i
 // of a block holds: Q4_0 vector 2j = low nibbles of bytes 4j…4j+3 (weights
 // 4j…), 2j+1 = their high nibbles (weights 16+4j…); Q8_0 vector j: 4j….
@@ -990,16 +986,16 @@ HWY_INLINE void LoadLaneCodes(const uint8_t* codes, size_t h, LaneI* out) {
 template <class Block>
 HWY_INLINE LaneI LaneBlockDot(const LaneI* w, const int8_t* q) {
   if constexpr (LaneFormat<Block>::kType == WeightType::kQ4_0) {
-    LaneI pairs = LaneMulPairs(w[0], LaneSet32(LoadCodes4(q + LaneCodeColumn<Block>(0))));
+    LaneI pairs = LaneMulPairs(w[0], LaneSet32(LoadU32(q + LaneCodeColumn<Block>(0))));
     for (size_t i = 1; i < 8; ++i) {
-      pairs = LaneAdd16(pairs, LaneMulPairs(w[i], LaneSet32(LoadCodes4(q + LaneCodeColumn<Block>(i)))));
+      pairs = LaneAdd16(pairs, LaneMulPairs(w[i], LaneSet32(LoadU32(q + LaneCodeColumn<Block>(i)))));
     }
     return LaneWiden(pairs);
   } else {
     LaneI sum = LaneSet32(0);
     for (size_t i = 0; i < 8; ++i) {
       LaneI abs_w, signed_x;
-      LaneSignSplit(w[i], LaneSet32(LoadCodes4(q + LaneCodeColumn<Block>(i))), &abs_w, &signed_x);
+      LaneSignSplit(w[i], LaneSet32(LoadU32(q + LaneCodeColumn<Block>(i))), &abs_w, &signed_x);
       sum = LaneAdd32(sum, LaneWiden(LaneMulPairs(abs_w, signed_x)));
     }
     return sum;
@@ -1177,11 +1173,14 @@ void LaneMatMulRows(const MatrixView& m, const float* x, size_t n, float* y, siz
 
 // ------------------------------ per-target entry points
 
+// Interleaved Q8_0/Q4_0: one kernel for MatVec (n = 1) and MatMul.
+void LaneRows(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
+  if (m.type == WeightType::kQ8_0) return LaneMatMulRows<BlockQ8_0>(m, x, n, y, row_begin, row_end);
+  return LaneMatMulRows<BlockQ4_0>(m, x, n, y, row_begin, row_end);
+}
+
 void MatVecRowsT(const MatrixView& m, const float* x, float* y, size_t row_begin, size_t row_end) {
-  if (m.layout == WeightLayout::kInterleaved16) {
-    if (m.type == WeightType::kQ8_0) return LaneMatMulRows<BlockQ8_0>(m, x, 1, y, row_begin, row_end);
-    return LaneMatMulRows<BlockQ4_0>(m, x, 1, y, row_begin, row_end);
-  }
+  if (m.layout == WeightLayout::kInterleaved16) return LaneRows(m, x, 1, y, row_begin, row_end);
   switch (m.type) {
     case WeightType::kF32: return FloatMatVecRows<float>(m, x, y, row_begin, row_end);
     case WeightType::kF16: return FloatMatVecRows<hwy::float16_t>(m, x, y, row_begin, row_end);
@@ -1192,10 +1191,7 @@ void MatVecRowsT(const MatrixView& m, const float* x, float* y, size_t row_begin
 }
 
 void MatMulRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
-  if (m.layout == WeightLayout::kInterleaved16) {
-    if (m.type == WeightType::kQ8_0) return LaneMatMulRows<BlockQ8_0>(m, x, n, y, row_begin, row_end);
-    return LaneMatMulRows<BlockQ4_0>(m, x, n, y, row_begin, row_end);
-  }
+  if (m.layout == WeightLayout::kInterleaved16) return LaneRows(m, x, n, y, row_begin, row_end);
   switch (m.type) {
     case WeightType::kF32: return FloatMatMulRows<float>(m, x, n, y, row_begin, row_end);
     case WeightType::kF16: return FloatMatMulRows<hwy::float16_t>(m, x, n, y, row_begin, row_end);
@@ -1281,17 +1277,15 @@ HWY_EXPORT(InterleavedPreferredT);
 
 namespace {
 
-bool IsQuantized(WeightType t) { return t == WeightType::kQ8_0 || t == WeightType::kQ4_0; }
-
 // Quantized formats need whole blocks, and only they interleave; anything
 // else is a caller bug.
 void CheckShape(const MatrixView& w) {
-  if (IsQuantized(w.type) && w.cols % kQuantBlock != 0) {
+  if (IsQuantizedWeight(w.type) && w.cols % kQuantBlock != 0) {
     std::fprintf(stderr, "%s:%d: %s matrix has %zu columns, expected a multiple of %d\n", __FILE__, __LINE__,
                  WeightTypeName(w.type), w.cols, kQuantBlock);
     std::abort();
   }
-  if (w.layout == WeightLayout::kInterleaved16 && !IsQuantized(w.type)) {
+  if (w.layout == WeightLayout::kInterleaved16 && !IsQuantizedWeight(w.type)) {
     std::fprintf(stderr, "%s:%d: %s matrix cannot be interleaved\n", __FILE__, __LINE__, WeightTypeName(w.type));
     std::abort();
   }
@@ -1315,8 +1309,7 @@ void ForRowRanges(const MatrixView& w, ThreadArena* arena, const F& fn) {
   if (w.layout == WeightLayout::kRows) {
     return arena->ParallelFor(w.rows, [&](size_t begin, size_t end, int /*thread*/) { fn(begin, end); });
   }
-  const size_t groups = (w.rows + kInterleaveRows - 1) / kInterleaveRows;
-  arena->ParallelFor(groups, [&](size_t begin, size_t end, int /*thread*/) {
+  arena->ParallelFor(InterleavedGroups(w.rows), [&](size_t begin, size_t end, int /*thread*/) {
     fn(begin * kInterleaveRows, std::min(end * kInterleaveRows, w.rows));
   });
 }
@@ -1331,7 +1324,7 @@ size_t InterleavedGroupBytes(WeightType t, size_t cols) {
 
 size_t MatrixBytes(WeightType t, WeightLayout layout, size_t rows, size_t cols) {
   if (layout == WeightLayout::kRows) return rows * WeightRowBytes(t, cols);
-  return (rows + kInterleaveRows - 1) / kInterleaveRows * InterleavedGroupBytes(t, cols);
+  return InterleavedGroups(rows) * InterleavedGroupBytes(t, cols);
 }
 
 bool InterleavedWeightsPreferred() { return HWY_DYNAMIC_DISPATCH(InterleavedPreferredT)(); }

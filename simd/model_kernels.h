@@ -25,6 +25,8 @@ static_assert(sizeof(BlockQ8_0) == 34, "ggml block_q8_0 is 34 bytes");
 static_assert(sizeof(BlockQ4_0) == 18, "ggml block_q4_0 is 18 bytes");
 
 const char* WeightTypeName(WeightType t);
+// Q8_0 or Q4_0: blocks of 32 weights with an f16 scale.
+inline constexpr bool IsQuantizedWeight(WeightType t) { return t == WeightType::kQ8_0 || t == WeightType::kQ4_0; }
 // Bytes of one row of `cols` weights (cols a multiple of 32 for Q8_0/Q4_0).
 size_t WeightRowBytes(WeightType t, size_t cols);
 
@@ -59,6 +61,8 @@ struct MatrixView {
   WeightLayout layout = WeightLayout::kRows;
 };
 
+// 16-row groups of a matrix of `rows` (the last one padded).
+inline constexpr size_t InterleavedGroups(size_t rows) { return (rows + kInterleaveRows - 1) / kInterleaveRows; }
 // Code bytes per block of a 16-row group: 32 weights × 16 rows at 4 or 8 bits.
 inline constexpr size_t InterleavedCodeBytes(WeightType t) { return t == WeightType::kQ8_0 ? 512 : 256; }
 // Offsets of block b's scales and codes inside its group.

@@ -117,7 +117,7 @@ void QuantizeActivations(const float* x, size_t cols, int16_t* q, float* dx) {
 
 void MatVecRowsQuantizedActivations(const MatrixView& w, const float* x, float* y, size_t row_begin,
                                     size_t row_end) {
-  if (w.type != WeightType::kQ8_0 && w.type != WeightType::kQ4_0) {
+  if (!IsQuantizedWeight(w.type)) {
     std::fprintf(stderr, "%s:%d: quantized-activation reference needs Q8_0 or Q4_0 weights\n", __FILE__,
                  __LINE__);
     std::abort();

@@ -84,7 +84,7 @@ void GgufWriter::SetAlignment(uint32_t alignment) {
 }
 
 void GgufWriter::AddTensor(std::string name, WeightType type, std::vector<uint64_t> ne) {
-  const bool quantized = type == WeightType::kQ8_0 || type == WeightType::kQ4_0;
+  const bool quantized = IsQuantizedWeight(type);
   if (ne.empty() || ne.size() > kGgufMaxDims || ne[0] == 0 || (quantized && ne[0] % kQuantBlock != 0)) {
     if (error_.ok()) {
       error_ = InvalidArgument("GGUF writer: tensor '" + name + "' of type " +

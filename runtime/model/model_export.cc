@@ -71,8 +71,7 @@ void DeclareTensors(const ModelConfig& c, bool tied, const std::function<WeightT
 }
 
 WeightType StorableType(WeightType type, uint64_t cols) {
-  const bool quantized = type == WeightType::kQ8_0 || type == WeightType::kQ4_0;
-  return quantized && cols % kQuantBlock != 0 ? WeightType::kF16 : type;
+  return IsQuantizedWeight(type) && cols % kQuantBlock != 0 ? WeightType::kF16 : type;
 }
 
 // splitmix64: a fast, well-mixed stream for synthetic weights.

@@ -225,7 +225,7 @@ Status InterleaveWeights(ModelWeights* w) {
     for (MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3, &l.w2}) matrices.push_back(m);
   }
   std::erase_if(matrices, [](const MatrixView* m) {
-    return (m->type != WeightType::kQ8_0 && m->type != WeightType::kQ4_0) || m->layout != WeightLayout::kRows;
+    return !IsQuantizedWeight(m->type) || m->layout != WeightLayout::kRows;
   });
   // One allocation for all copies (group sizes are 64-byte multiples): one
   // huge-page mapping, no allocator overhead per matrix.
@@ -239,7 +239,7 @@ Status InterleaveWeights(ModelWeights* w) {
     // is copied, so the resident set never holds a matrix twice. Tied
     // embeddings keep their mapped rows for the token lookup, which touches
     // only the pages of the tokens it reads.
-    const size_t groups = (m->rows + kInterleaveRows - 1) / kInterleaveRows;
+    const size_t groups = InterleavedGroups(m->rows);
     const size_t row_bytes = WeightRowBytes(m->type, m->cols);
     const size_t slice = std::max<size_t>(1, (size_t{1} << 20) / (kInterleaveRows * row_bytes));  // groups
     const auto* src = static_cast<const uint8_t*>(m->data);

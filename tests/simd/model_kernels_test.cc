@@ -32,8 +32,6 @@ constexpr double kUnitRoundoff = 0x1.0p-24;  // f32 rounding error bound, relati
 constexpr WeightType kAllTypes[] = {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kQ8_0,
                                     WeightType::kQ4_0};
 
-bool IsQuant(WeightType t) { return t == WeightType::kQ8_0 || t == WeightType::kQ4_0; }
-
 // A [rows][cols] matrix in one of the weight formats, owning its bytes.
 struct TestMatrix {
   std::vector<uint64_t> storage;  // raw bytes (view.data 64-byte aligned inside)
@@ -50,7 +48,7 @@ TestMatrix Interleaved(const MatrixView& src) {
   const size_t bytes = MatrixBytes(src.type, WeightLayout::kInterleaved16, src.rows, src.cols);
   m.storage.assign(bytes / 8 + 8, 0);
   auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(m.storage.data()) + 63) & ~uintptr_t{63});
-  InterleaveGroups(src, 0, (src.rows + kInterleaveRows - 1) / kInterleaveRows, base);
+  InterleaveGroups(src, 0, InterleavedGroups(src.rows), base);
   m.view = InterleavedView(src, base);
   return m;
 }
@@ -59,7 +57,7 @@ TestMatrix Interleaved(const MatrixView& src) {
 // *keep): every kernel test runs on both layouts.
 std::vector<MatrixView> Layouts(const MatrixView& m, TestMatrix* keep) {
   std::vector<MatrixView> views = {m};
-  if (m.type == WeightType::kQ8_0 || m.type == WeightType::kQ4_0) {
+  if (IsQuantizedWeight(m.type)) {
     *keep = Interleaved(m);
     views.push_back(keep->view);
   }
@@ -106,7 +104,7 @@ double AbsDot(const MatrixView& w, size_t r, const float* x) {
 // the quantized ones.
 std::vector<size_t> ColsFor(WeightType t, size_t lanes) {
   std::vector<size_t> cols;
-  if (IsQuant(t)) {
+  if (IsQuantizedWeight(t)) {
     for (size_t k = 1; k <= 5 * lanes; k += (k < 8 ? 1 : 3)) cols.push_back(32 * k);
     cols.push_back(4096);
     cols.push_back(4096 + 96);
@@ -234,10 +232,10 @@ void TestBlockScalesAllHalves() {
 void TestColumnProbe() {
   std::mt19937 rng(7);
   for (WeightType t : kAllTypes) {
-    const size_t cols = IsQuant(t) ? 32 * (2 * FloatLanes() + 1) : 3 * FloatLanes() + 5;
+    const size_t cols = IsQuantizedWeight(t) ? 32 * (2 * FloatLanes() + 1) : 3 * FloatLanes() + 5;
     const size_t rows = 9;
     const TestMatrix base = MakeMatrix(t, rows, cols, rng);
-    const float probe = IsQuant(t) ? 127.0f : 1.0f;
+    const float probe = IsQuantizedWeight(t) ? 127.0f : 1.0f;
     std::vector<float> x(cols, 0.0f), y(rows);
     TestMatrix keep;
     for (const MatrixView& m : Layouts(base.view, &keep)) {
@@ -273,7 +271,7 @@ void TestMatVecVsReference() {
           std::vector<float> y(rows), want(rows);
           MatVec(view, x.data(), y.data(), nullptr);
           ref::MatVecRows(view, x.data(), want.data(), 0, rows);
-          if (!IsQuant(t)) {
+          if (!IsQuantizedWeight(t)) {
             const double gamma = static_cast<double>(cols / lanes + lanes + 8) * kUnitRoundoff;
             for (size_t r = 0; r < rows; ++r) {
               ASSERT_LE(std::fabs(y[r] - want[r]), gamma * AbsDot(view, r, x.data()) + 1e-30)
@@ -349,7 +347,7 @@ void TestMatVecThreads() {
   std::unique_ptr<ThreadArena> arenas[3];
   for (int i = 0; i < 3; ++i) arenas[i] = ThreadArena::Create(i + 1).value();
   for (WeightType t : kAllTypes) {
-    const size_t cols = IsQuant(t) ? 4096 + 64 : 1000 + 3;
+    const size_t cols = IsQuantizedWeight(t) ? 4096 + 64 : 1000 + 3;
     for (size_t rows : {1u, 3u, 17u, 130u}) {
       const TestMatrix base = MakeMatrix(t, rows, cols, rng);
       TestMatrix keep;
@@ -375,7 +373,7 @@ void TestMatMulEqualsMatVecs() {
   std::mt19937 rng(17);
   std::unique_ptr<ThreadArena> arena = ThreadArena::Create(2).value();
   for (WeightType t : kAllTypes) {
-    for (size_t cols : IsQuant(t) ? std::vector<size_t>{64, 4096 + 32} : std::vector<size_t>{37, 515}) {
+    for (size_t cols : IsQuantizedWeight(t) ? std::vector<size_t>{64, 4096 + 32} : std::vector<size_t>{37, 515}) {
       const size_t rows = 19;
       const TestMatrix base = MakeMatrix(t, rows, cols, rng);
       TestMatrix keep;
