@@ -133,10 +133,13 @@ typedef struct kvedge_session kvedge_session;
  * string means its default. */
 typedef struct kvedge_session_config {
   /* KV cache */
-  const char* policy;       /* "full", "window", "sinks" (StreamingLLM), "h2o"; default "sinks" */
-  const char* key_format;   /* "f32", "f16", "int8", "int4"; default "int4" */
-  const char* value_format; /* as key_format; default "int4" */
-  int32_t sinks;            /* pinned first tokens (sinks, h2o); -1: default 4 */
+  /* NULL policy / formats: the measured defaults, the same as the kvedge CLI's
+   * (README "Defaults"): int8, or int4 when budget_bytes cannot hold the model's
+   * context in int8; "sinks" with 2 sinks from 128 tokens, else "window". */
+  const char* policy;       /* "full", "window", "sinks" (StreamingLLM), "h2o"; default NULL */
+  const char* key_format;   /* "f32", "f16", "int8", "int4"; default NULL */
+  const char* value_format; /* as key_format; default NULL */
+  int32_t sinks;            /* pinned first tokens (sinks, h2o); -1: 4 for a given policy */
   int32_t heavy;            /* heavy-hitter slots (h2o); -1: policy default */
   int32_t window;           /* recent tokens kept; -1: what capacity leaves */
   int32_t capacity_tokens;  /* tokens per lane; 0: derive from budget_bytes */

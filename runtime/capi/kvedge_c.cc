@@ -8,6 +8,7 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -17,6 +18,7 @@
 #include "kvcache/kv_cache_plan.h"
 #include "platform/status.h"
 #include "platform/thread_arena.h"
+#include "runtime/engine/defaults.h"
 #include "runtime/engine/sampler.h"
 #include "runtime/engine/session.h"
 #include "runtime/model/model_loader.h"
@@ -99,13 +101,15 @@ void Release(const kvedge_model* model) {
   if (model->references.fetch_sub(1, std::memory_order_acq_rel) == 1) delete model;
 }
 
-// Parses an optional name with `parse`; NULL keeps *out.
+// Parses an optional name with `parse`; NULL leaves *out unset.
 template <typename T, typename Parse>
-Status ParseName(const char* field, const char* name, Parse parse, const char* accepted, T* out) {
+Status ParseName(const char* field, const char* name, Parse parse, const char* accepted, std::optional<T>* out) {
   if (name == nullptr) return OkStatus();
-  if (!parse(std::string(name), out)) {
+  T value;
+  if (!parse(std::string(name), &value)) {
     return InvalidArgument(std::string("config.") + field + " '" + name + "' is unknown (expected " + accepted + ")");
   }
+  *out = value;
   return OkStatus();
 }
 
@@ -121,27 +125,26 @@ bool ParsePositions(const std::string& name, PositionMode* out) {
 
 Status ToOptions(const kvedge_model& model, const kvedge_session_config& c, SessionOptions* session,
                  SamplerOptions* sampler) {
-  KvCacheOptions& kv = session->kv;
-  KVEDGE_RETURN_IF_ERROR(ParseName("policy", c.policy, ParseEvictionPolicy, "full, window, sinks or h2o", &kv.policy));
+  KvRequest r;
+  KVEDGE_RETURN_IF_ERROR(ParseName("policy", c.policy, ParseEvictionPolicy, "full, window, sinks or h2o", &r.policy));
   KVEDGE_RETURN_IF_ERROR(
-      ParseName("key_format", c.key_format, ParseKvFormat, "f32, f16, int8 or int4", &kv.key_format));
+      ParseName("key_format", c.key_format, ParseKvFormat, "f32, f16, int8 or int4", &r.key_format));
   KVEDGE_RETURN_IF_ERROR(
-      ParseName("value_format", c.value_format, ParseKvFormat, "f32, f16, int8 or int4", &kv.value_format));
-  KVEDGE_RETURN_IF_ERROR(ParseName("positions", c.positions, ParsePositions, "in-cache or absolute", &kv.positions));
+      ParseName("value_format", c.value_format, ParseKvFormat, "f32, f16, int8 or int4", &r.value_format));
+  std::optional<PositionMode> positions;
+  KVEDGE_RETURN_IF_ERROR(ParseName("positions", c.positions, ParsePositions, "in-cache or absolute", &positions));
+  r.positions = positions.value_or(PositionMode::kInCache);
   if (c.threads < 1 || c.threads > kMaxThreads) {
     return InvalidArgument("config.threads is " + std::to_string(c.threads) + " (expected 1 to " +
                            std::to_string(kMaxThreads) + ")");
   }
-  kv.sinks = c.sinks;
-  kv.heavy = c.heavy;
-  kv.window = c.window;
-  kv.capacity = c.capacity_tokens;
-  kv.budget_bytes = c.budget_bytes;
-  kv.h2o_decay = c.h2o_decay;
-  // Neither a size nor a shape given: the model's trained context.
-  if (kv.capacity == 0 && kv.budget_bytes == 0 && kv.window < 0 && kv.heavy < 0) {
-    kv.capacity = model.weights->config.context_length;
-  }
+  r.sinks = c.sinks;
+  r.heavy = c.heavy;
+  r.window = c.window;
+  r.capacity = c.capacity_tokens;
+  r.budget_bytes = c.budget_bytes;
+  r.h2o_decay = c.h2o_decay;
+  session->kv = DefaultConfig(model.weights->config, r, c.threads);
   session->threads = c.threads;
   session->max_batch = c.max_batch;
   sampler->temperature = c.temperature;
@@ -292,13 +295,14 @@ kvedge_status kvedge_token_piece(const kvedge_model* model, int32_t prev_token, 
 
 void kvedge_session_config_init(kvedge_session_config* config) {
   if (config == nullptr) return;
-  const kvedge::KvCacheOptions kv;
+  const kvedge::KvRequest kv;
   const kvedge::SessionOptions session;
   const kvedge::SamplerOptions sampler;
   *config = kvedge_session_config{};
-  config->policy = kvedge::EvictionPolicyName(kv.policy);
-  config->key_format = kvedge::KvFormatName(kv.key_format);
-  config->value_format = kvedge::KvFormatName(kv.value_format);
+  // NULL policy and formats: DefaultConfig chooses them from the size.
+  config->policy = nullptr;
+  config->key_format = nullptr;
+  config->value_format = nullptr;
   config->sinks = kv.sinks;
   config->heavy = kv.heavy;
   config->window = kv.window;

@@ -9,6 +9,7 @@
 
 #include "platform/memory.h"
 #include "platform/thread_arena.h"
+#include "runtime/engine/defaults.h"
 #include "runtime/model/model_loader.h"
 
 namespace kvedge::cli {
@@ -46,85 +47,35 @@ void AddKvFlags(CLI::App* app, KvFlags* f) {
 }
 
 namespace {
-Status ParseFormatFlag(const std::string& flag, const std::string& value, KvFormat* out) {
-  if (!ParseKvFormat(value, out)) {
+Status ParseFormatFlag(const std::string& flag, const std::string& value, std::optional<KvFormat>* out) {
+  KvFormat f;
+  if (!ParseKvFormat(value, &f)) {
     return InvalidArgument(flag + " '" + value + "' is not a KV format: use f32, f16, int8 or int4");
   }
-  return OkStatus();
-}
-
-// Defaults for what the user left unset, chosen from docs/quality.md
-// (stories260K, one stream of tinystories_valid_head.txt):
-// - Capacity from a byte budget never exceeds the trained context T: in-cache
-//   positions stay below the capacity, and past T the model breaks (an f32
-//   cache with positions past T: ppl 3.9 → 173). Spare bytes buy precision.
-// - Formats: int8/int8 when the budget holds T tokens in int8 (ΔPPL −0.05%
-//   inside the context); otherwise int4/int4: 1.8x the tokens per byte. On
-//   the long stream int4 at 256 tokens stayed 6x closer to the oracle (KL
-//   0.004) than int8 at the same bytes (144 tokens, KL 0.024); int8's lower
-//   perplexity there comes from forgetting sooner, which this stream of
-//   independent short stories rewards and long documents would not.
-// - Policy: sinks with S = 2 from 128 tokens (perplexity within 0.12% of the
-//   best S of 1, 2, 4, 8 at 128–256 tokens, inside the context and on the
-//   long stream), and a plain window below 128 tokens, where every sink
-//   measured worse than the window it displaced.
-Status ApplyMeasuredDefaults(const KvFlags& f, const ModelConfig& config, bool formats_given, int threads,
-                             KvCacheOptions& kv) {
-  const int context = config.context_length;
-  const bool from_budget = kv.capacity == 0 && kv.budget_bytes > 0;
-  const bool policy_given = !f.policy.empty() || f.sinks >= 0 || f.heavy >= 0;
-  if (!from_budget && (policy_given || kv.capacity == 0)) return OkStatus();
-  const KvShape shape = KvShapeOf(config);
-  int capacity = kv.capacity;
-  if (from_budget) {
-    KvCacheOptions probe = kv;
-    if (!formats_given) {
-      probe.capacity = context;
-      auto int8 = PlanKvCache(shape, probe, threads);
-      if (!int8.ok() || int8->arena_bytes > kv.budget_bytes) {
-        kv.key_format = kv.value_format = KvFormat::kInt4;
-        // Pre-RoPE INT4 keys: KL 0.0017 vs 0.0044 in-block inside the
-        // context, and lower ppl on the long stream at 128–192 tokens. Its
-        // scoring path is not SIMD yet (about half the decode speed).
-        if (f.key_rope == "in-block") kv.key_rope = KeyRope::kPre;
-      }
-      probe = kv;
-    }
-    auto plan = PlanKvCache(shape, probe, threads);
-    if (!plan.ok()) return OkStatus();  // Session::Create reports it with the user's options
-    capacity = std::min(plan->capacity, context);
-    if (plan->capacity > context) kv.capacity = context;
-  }
-  if (policy_given) return OkStatus();
-  if (capacity >= 128) {
-    kv.sinks = 2;
-  } else {
-    kv.policy = EvictionPolicy::kWindow;
-  }
+  *out = f;
   return OkStatus();
 }
 }  // namespace
 
 StatusOr<SessionOptions> MakeSessionOptions(const KvFlags& f, const ModelConfig& config) {
-  SessionOptions o;
-  KvCacheOptions& kv = o.kv;
-  kv.key_format = KvFormat::kInt8;
-  kv.value_format = KvFormat::kInt8;
-  const bool formats_given = !f.kv.empty() || !f.kv_keys.empty() || !f.kv_values.empty();
+  KvRequest r;
   if (!f.kv.empty()) {
-    KVEDGE_RETURN_IF_ERROR(ParseFormatFlag("--kv", f.kv, &kv.key_format));
-    kv.value_format = kv.key_format;
+    KVEDGE_RETURN_IF_ERROR(ParseFormatFlag("--kv", f.kv, &r.key_format));
+    r.value_format = r.key_format;
   }
-  if (!f.kv_keys.empty()) KVEDGE_RETURN_IF_ERROR(ParseFormatFlag("--kv-keys", f.kv_keys, &kv.key_format));
-  if (!f.kv_values.empty()) KVEDGE_RETURN_IF_ERROR(ParseFormatFlag("--kv-values", f.kv_values, &kv.value_format));
-  kv.policy = EvictionPolicy::kSinks;
-  if (!f.policy.empty() && !ParseEvictionPolicy(f.policy, &kv.policy)) {
-    return InvalidArgument("--policy '" + f.policy + "' is unknown: use full, window, sinks or h2o");
+  if (!f.kv_keys.empty()) KVEDGE_RETURN_IF_ERROR(ParseFormatFlag("--kv-keys", f.kv_keys, &r.key_format));
+  if (!f.kv_values.empty()) KVEDGE_RETURN_IF_ERROR(ParseFormatFlag("--kv-values", f.kv_values, &r.value_format));
+  if (!f.policy.empty()) {
+    EvictionPolicy p;
+    if (!ParseEvictionPolicy(f.policy, &p)) {
+      return InvalidArgument("--policy '" + f.policy + "' is unknown: use full, window, sinks or h2o");
+    }
+    r.policy = p;
   }
   if (f.positions == "in-cache") {
-    kv.positions = PositionMode::kInCache;
+    r.positions = PositionMode::kInCache;
   } else if (f.positions == "absolute") {
-    kv.positions = PositionMode::kAbsolute;
+    r.positions = PositionMode::kAbsolute;
   } else {
     return InvalidArgument("--positions '" + f.positions + "' is unknown: use in-cache or absolute");
   }
@@ -132,40 +83,44 @@ StatusOr<SessionOptions> MakeSessionOptions(const KvFlags& f, const ModelConfig&
   if (f.sinks < -1 || f.window < -1 || f.heavy < -1) {
     return InvalidArgument("--sinks, --window and --heavy take token counts ≥ 0");
   }
-  kv.capacity = f.capacity;
-  kv.sinks = f.sinks;
-  kv.window = f.window;
-  kv.heavy = f.heavy;
+  r.capacity = f.capacity;
+  r.sinks = f.sinks;
+  r.window = f.window;
+  r.heavy = f.heavy;
   if (f.h2o_score == "decay") {
-    kv.h2o_score = H2OScore::kCumulative;
-    kv.h2o_decay = f.h2o_decay.value_or(0.99f);
-    if (kv.h2o_decay >= 1.0f) return InvalidArgument("--h2o-score decay needs --h2o-decay below 1");
-  } else if (!ParseH2OScore(f.h2o_score, &kv.h2o_score)) {
+    r.h2o_score = H2OScore::kCumulative;
+    r.h2o_decay = f.h2o_decay.value_or(0.99f);
+    if (r.h2o_decay >= 1.0f) return InvalidArgument("--h2o-score decay needs --h2o-decay below 1");
+  } else if (!ParseH2OScore(f.h2o_score, &r.h2o_score)) {
     return InvalidArgument("--h2o-score '" + f.h2o_score + "' is unknown: use cumulative, decay, tova or age");
   } else {
-    kv.h2o_decay = f.h2o_decay.value_or(1.0f);
+    r.h2o_decay = f.h2o_decay.value_or(1.0f);
   }
-  kv.h2o_lifetime = f.h2o_lifetime;
-  if (!ParseKeyQuantAxis(f.key_axis, &kv.key_axis)) {
+  r.h2o_lifetime = f.h2o_lifetime;
+  if (!ParseKeyQuantAxis(f.key_axis, &r.key_axis)) {
     return InvalidArgument("--key-axis '" + f.key_axis + "' is unknown: use channel or token");
   }
-  if (!ParseKeyRope(f.key_rope, &kv.key_rope)) {
-    return InvalidArgument("--key-rope '" + f.key_rope + "' is unknown: use in-block, post or pre");
+  if (!f.key_rope.empty()) {
+    KeyRope rope;
+    if (!ParseKeyRope(f.key_rope, &rope)) {
+      return InvalidArgument("--key-rope '" + f.key_rope + "' is unknown: use in-block, post or pre");
+    }
+    r.key_rope = rope;
   }
-  kv.hot_tail = !f.no_hot_tail;
+  r.hot_tail = !f.no_hot_tail;
   if (!f.budget.empty()) {
     if (f.capacity > 0) return InvalidArgument("give either -c or --kv-budget, not both");
-    KVEDGE_ASSIGN_OR_RETURN(kv.budget_bytes, ParseByteSize(f.budget));
-    if (kv.budget_bytes == 0) return InvalidArgument("--kv-budget must be larger than 0");
+    KVEDGE_ASSIGN_OR_RETURN(r.budget_bytes, ParseByteSize(f.budget));
+    if (r.budget_bytes == 0) return InvalidArgument("--kv-budget must be larger than 0");
   }
-  if (kv.capacity == 0 && kv.budget_bytes == 0 && kv.window < 0) kv.capacity = config.context_length;
+  SessionOptions o;
   o.threads = f.threads == 0 ? HardwareThreads() : f.threads;
   if (o.threads < 1 || o.threads > kMaxThreads) {
     return InvalidArgument("-t " + std::to_string(f.threads) + ": threads must be 1 to " +
                            std::to_string(kMaxThreads) + " (this machine has " + std::to_string(HardwareThreads()) +
                            ")");
   }
-  KVEDGE_RETURN_IF_ERROR(ApplyMeasuredDefaults(f, config, formats_given, o.threads, kv));
+  o.kv = DefaultConfig(config, r, o.threads);
   return o;
 }
 

@@ -42,14 +42,14 @@ struct KvFlags {
   std::string h2o_score = "cumulative";
   int h2o_lifetime = 0;
   std::string key_axis = "channel";
-  std::string key_rope = "in-block";
+  std::string key_rope;  // empty: the measured default (DefaultConfig)
   bool no_hot_tail = false;
   int threads = 0;  // 0: all hardware threads
 };
 void AddKvFlags(CLI::App* app, KvFlags* f);
 
-// Session options from the flags. With neither -c nor --kv-budget the cache
-// holds the model's trained context (policy `sinks`, so it streams past it).
+// Session options from the flags; what they leave unset is DefaultConfig's
+// (runtime/engine/defaults.h).
 StatusOr<SessionOptions> MakeSessionOptions(const KvFlags& f, const ModelConfig& config);
 
 struct LoadedModel {

@@ -209,6 +209,9 @@ TEST_F(CapiConcurrencyTest, DecodeThroughTheCApiAllocatesNothing) {
   ASSERT_TRUE(AllocationHookInstalled());
   kvedge_session_config config;
   kvedge_session_config_init(&config);
+  config.policy = "sinks";
+  config.key_format = "int4";
+  config.value_format = "int4";
   config.capacity_tokens = 64;
   config.threads = 2;
   config.seed = 7;
