@@ -229,6 +229,34 @@ typedef int (*kvedge_piece_callback)(const char* piece, size_t len, void* user);
 kvedge_status kvedge_session_generate(kvedge_session* session, int32_t max_tokens, kvedge_piece_callback callback,
                                       void* user, int32_t* n_generated);
 
+/* ------------------------------------------------------------------------
+ * Session files
+ * ------------------------------------------------------------------------ */
+
+/* Saves the session's whole state to `path`: the KV cache's bytes as they
+ * are (no re-quantization), its positions and heavy-hitter scores, the token
+ * history (count, hash and recent ids), the sampler's random state and the
+ * last logits. The file is bound to the model (a fingerprint of its
+ * configuration, tensor layout and some weights) and to the KV
+ * configuration. Atomic: the file is written beside `path`, synced and
+ * renamed over it, so a crash or kill leaves the old file or the new one.
+ * Costs time in proportion to the bytes the cache holds; allocates a 1 MiB
+ * buffer. Errors: INVALID_ARGUMENT (NULL), IO (the message names the step
+ * and the OS reason; `path` is untouched). docs/session-files.md has the format. */
+kvedge_status kvedge_session_save(const kvedge_session* session, const char* path);
+
+/* Restores a state saved by kvedge_session_save into `session`, which must
+ * run the same model with the same KV configuration (policy, formats, sizes;
+ * threads and max_batch may differ). The next logits and, with the same
+ * sampling settings, the next samples are bit-identical to those of the
+ * saved session had it never stopped; the sampling settings themselves stay
+ * the session's. All checks run before anything changes: on error the
+ * session is as before. Errors: INVALID_ARGUMENT (NULL; a file saved for
+ * another model or KV configuration — the message names what differs),
+ * NOT_FOUND, CORRUPT (not a session file, truncated, a checksum mismatch),
+ * UNSUPPORTED (written by a newer kvedge), IO. */
+kvedge_status kvedge_session_load(kvedge_session* session, const char* path);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

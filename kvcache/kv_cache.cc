@@ -588,3 +588,176 @@ KvCache::LaneContents KvCache::Contents(int layer, int kv_head) const {
 }
 
 }  // namespace kvedge
+
+namespace kvedge {
+
+std::vector<KvCache::LayerCursor> KvCache::Cursors() const {
+  std::vector<LayerCursor> out(layers_.size());
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const LayerState& st = layers_[l];
+    LayerCursor& c = out[l];
+    c.seen = st.seen;
+    c.evicted = st.evicted;
+    c.tail_start = st.tail_start;
+    c.sinks_filled = st.sinks_filled;
+    c.heavy_count = st.heavy_count;
+    c.ring_head = st.ring_head;
+    c.ring_count = st.ring_count;
+    c.first_valid = st.first_valid;
+    c.tail_count = st.tail_count;
+  }
+  return out;
+}
+
+void KvCache::ForEachLaneSpan(const LayerCursor& c, int layer, int kv_head,
+                              FunctionRef<void(uint8_t*, size_t)> visit) const {
+  uint8_t* lane = Lane(layer, kv_head);
+  const size_t row = static_cast<size_t>(plan_.shape.head_dim) * sizeof(float);
+  const int heavy_used = (c.heavy_count + G - 1) / G;
+  const auto ring_storage = [&](int k) { return plan_.heavy_blocks + (c.ring_head + k) % plan_.ring_blocks; };
+  if (c.sinks_filled > 0) {
+    visit(lane + off_sink_k_, static_cast<size_t>(c.sinks_filled) * row);
+    visit(lane + off_sink_v_, static_cast<size_t>(c.sinks_filled) * row);
+  }
+  if (heavy_used > 0) {
+    visit(lane + off_blocks_k_, static_cast<size_t>(heavy_used) * plan_.key_block_bytes);
+    visit(lane + off_blocks_v_, static_cast<size_t>(heavy_used) * plan_.value_block_bytes);
+  }
+  for (int k = 0; k < c.ring_count; ++k) {
+    const size_t storage = static_cast<size_t>(ring_storage(k));
+    visit(lane + off_blocks_k_ + storage * plan_.key_block_bytes, plan_.key_block_bytes);
+    visit(lane + off_blocks_v_ + storage * plan_.value_block_bytes, plan_.value_block_bytes);
+  }
+  // The whole tail, live slots or not: attention reads (and masks) every slot.
+  visit(lane + off_tail_k_, plan_.tail_key_bytes);
+  visit(lane + off_tail_v_, plan_.tail_value_bytes);
+  if (plan_.policy == EvictionPolicy::kH2O) {
+    uint8_t* scores = lane + off_scores_;
+    const size_t block_scores = G * sizeof(float);
+    if (heavy_used > 0) visit(scores, static_cast<size_t>(heavy_used) * block_scores);
+    for (int k = 0; k < c.ring_count; ++k) visit(scores + static_cast<size_t>(ring_storage(k)) * block_scores, block_scores);
+    visit(scores + static_cast<size_t>(plan_.heavy_blocks + plan_.ring_blocks) * block_scores, block_scores);
+    if (c.heavy_count > 0) visit(lane + off_heavy_ids_, static_cast<size_t>(c.heavy_count) * sizeof(int64_t));
+  }
+}
+
+void KvCache::ForEachHeldSpan(FunctionRef<void(const uint8_t*, size_t)> visit) const {
+  const std::vector<LayerCursor> cursors = Cursors();
+  for (int l = 0; l < plan_.shape.n_layers; ++l) {
+    for (int h = 0; h < plan_.shape.n_kv_heads; ++h) {
+      ForEachLaneSpan(cursors[static_cast<size_t>(l)], l, h, [&](uint8_t* p, size_t n) { visit(p, n); });
+    }
+  }
+}
+
+uint64_t KvCache::HeldSpanBytes(const std::vector<LayerCursor>& cursors) const {
+  uint64_t total = 0;
+  for (int l = 0; l < plan_.shape.n_layers; ++l) {
+    uint64_t lane = 0;
+    ForEachLaneSpan(cursors[static_cast<size_t>(l)], l, 0, [&](uint8_t*, size_t n) { lane += n; });
+    total += lane * static_cast<uint64_t>(plan_.shape.n_kv_heads);
+  }
+  return total;
+}
+
+Status KvCache::CheckCursors(const std::vector<LayerCursor>& cursors) const {
+  if (cursors.size() != static_cast<size_t>(plan_.shape.n_layers)) {
+    return DataLoss("KV state has " + std::to_string(cursors.size()) + " layers; the cache has " +
+                    std::to_string(plan_.shape.n_layers));
+  }
+  const bool exact_window = plan_.policy == EvictionPolicy::kWindow || plan_.policy == EvictionPolicy::kSinks;
+  for (size_t l = 0; l < cursors.size(); ++l) {
+    const LayerCursor& c = cursors[l];
+    const auto bad = [&](const std::string& what) {
+      return DataLoss("KV state of layer " + std::to_string(l) + ": " + what);
+    };
+    const auto range = [&](const char* field, int64_t v, int64_t lo, int64_t hi) -> Status {
+      if (v < lo || v > hi) {
+        return bad(std::string(field) + " " + std::to_string(v) + " is outside " + std::to_string(lo) + ".." +
+                   std::to_string(hi));
+      }
+      return OkStatus();
+    };
+    KVEDGE_RETURN_IF_ERROR(range("sinks_filled", c.sinks_filled, 0, plan_.sinks));
+    KVEDGE_RETURN_IF_ERROR(range("heavy_count", c.heavy_count, 0, plan_.heavy));
+    KVEDGE_RETURN_IF_ERROR(range("ring_head", c.ring_head, 0, std::max(plan_.ring_blocks - 1, 0)));
+    KVEDGE_RETURN_IF_ERROR(range("ring_count", c.ring_count, 0, plan_.ring_blocks));
+    KVEDGE_RETURN_IF_ERROR(range("first_valid", c.first_valid, 0, exact_window && c.ring_count > 0 ? G - 1 : 0));
+    KVEDGE_RETURN_IF_ERROR(range("tail_count", c.tail_count, 0, G - 1));
+    KVEDGE_RETURN_IF_ERROR(range("seen", c.seen, 0, int64_t{1} << 62));
+    KVEDGE_RETURN_IF_ERROR(range("evicted", c.evicted, 0, c.seen));
+    KVEDGE_RETURN_IF_ERROR(range("tail_start", c.tail_start, 0, c.seen));
+    if (plan_.policy != EvictionPolicy::kH2O && c.heavy_count > 0) return bad("heavy hitters without the h2o policy");
+    const int64_t ring_tokens = static_cast<int64_t>(c.ring_count) * G - c.first_valid;
+    const int64_t held = c.sinks_filled + c.heavy_count + ring_tokens + c.tail_count;
+    if (c.sinks_filled < plan_.sinks && held != c.sinks_filled) return bad("tokens past unfilled sinks");
+    if (held + c.evicted != c.seen) {
+      return bad(std::to_string(held) + " held + " + std::to_string(c.evicted) + " evicted != " +
+                 std::to_string(c.seen) + " seen");
+    }
+    if (held > plan_.capacity) return bad(std::to_string(held) + " tokens held exceed the capacity");
+    if (exact_window && ring_tokens + c.tail_count > plan_.window) return bad("ring and tail exceed the window");
+    if (c.tail_count > 0 && c.tail_start != c.seen - c.tail_count) return bad("tail_start does not match seen");
+    if (c.seen - c.tail_count - static_cast<int64_t>(c.ring_count) * G < c.sinks_filled) {
+      return bad("ring blocks start before the sinks end");
+    }
+  }
+  return OkStatus();
+}
+
+Status KvCache::Restore(const std::vector<LayerCursor>& cursors, FunctionRef<Status(uint8_t*, size_t)> fill) {
+  KVEDGE_RETURN_IF_ERROR(CheckCursors(cursors));
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const LayerCursor& c = cursors[l];
+    LayerState& st = layers_[l];
+    st.seen = c.seen;
+    st.evicted = c.evicted;
+    st.tail_start = c.tail_start;
+    st.sinks_filled = c.sinks_filled;
+    st.heavy_count = c.heavy_count;
+    st.ring_head = c.ring_head;
+    st.ring_count = c.ring_count;
+    st.first_valid = c.first_valid;
+    st.tail_count = c.tail_count;
+    // Ring blocks hold consecutive stream indices ending where the tail starts.
+    for (int k = 0; k < c.ring_count; ++k) {
+      st.ring_start[static_cast<size_t>((c.ring_head + k) % plan_.ring_blocks)] =
+          c.seen - c.tail_count - static_cast<int64_t>(c.ring_count - k) * G;
+    }
+  }
+  Status status;
+  for (int l = 0; l < plan_.shape.n_layers && status.ok(); ++l) {
+    const LayerCursor& c = cursors[static_cast<size_t>(l)];
+    for (int h = 0; h < plan_.shape.n_kv_heads && status.ok(); ++h) {
+      ForEachLaneSpan(c, l, h, [&](uint8_t* p, size_t n) {
+        if (status.ok()) status = fill(p, n);
+      });
+      if (!status.ok() || c.heavy_count == 0) continue;
+      // Heavy hitters: distinct stream indices in increasing order, after the
+      // sinks and before the oldest ring token.
+      const int64_t* ids = reinterpret_cast<const int64_t*>(Lane(l, h) + off_heavy_ids_);
+      const int64_t ring_first = c.seen - c.tail_count - static_cast<int64_t>(c.ring_count) * G + c.first_valid;
+      for (int j = 0; j < c.heavy_count && status.ok(); ++j) {
+        const int64_t lo = j == 0 ? c.sinks_filled : ids[j - 1] + 1;
+        if (ids[j] < lo || ids[j] >= ring_first) {
+          status = DataLoss("KV state of layer " + std::to_string(l) + ", kv head " + std::to_string(h) +
+                            ": heavy hitter " + std::to_string(j) + " has stream index " + std::to_string(ids[j]) +
+                            " (expected " + std::to_string(lo) + " to " + std::to_string(ring_first - 1) + ")");
+        }
+      }
+    }
+  }
+  if (!status.ok()) Reset();
+  return status;
+}
+
+void KvCache::Reset() {
+  for (LayerState& st : layers_) {
+    std::fill(st.ring_start.begin(), st.ring_start.end(), 0);
+    std::vector<int64_t> ring_start = std::move(st.ring_start);
+    st = LayerState();
+    st.ring_start = std::move(ring_start);
+  }
+}
+
+}  // namespace kvedge

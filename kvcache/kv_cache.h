@@ -22,6 +22,7 @@
 
 #include "kvcache/kv_cache_plan.h"
 #include "kvcache/rope_table.h"
+#include "platform/function_ref.h"
 #include "platform/memory.h"
 #include "platform/status.h"
 #include "platform/thread_arena.h"
@@ -73,6 +74,43 @@ class KvCache {
   };
   LaneContents Contents(int layer, int kv_head) const;
 
+  // Saving and restoring a cache exactly (runtime/chat/session_file.h): the
+  // bookkeeping of each layer plus the bytes of every storage region that
+  // holds tokens, copied as they are (no re-quantization). Ring storage slots
+  // are kept where they are (ring_head travels with the cursor), so a
+  // restored cache reads the very bytes the saved one would have read.
+  struct LayerCursor {
+    int64_t seen = 0;        // tokens appended
+    int64_t evicted = 0;
+    int64_t tail_start = 0;  // stream index of tail slot 0
+    int32_t sinks_filled = 0;
+    int32_t heavy_count = 0;
+    int32_t ring_head = 0;   // storage slot of the oldest ring block
+    int32_t ring_count = 0;
+    int32_t first_valid = 0;
+    int32_t tail_count = 0;
+  };
+  std::vector<LayerCursor> Cursors() const;  // [n_layers]
+  // Calls visit(bytes, size) for each region holding tokens, in this order for
+  // lane (layer, kv head) after lane: sink keys and values (f32 rows), the
+  // heavy key then value blocks in use, each ring block in ring order (key,
+  // value), the whole tail (key, value), then for h2o the scores of those
+  // heavy/ring/tail slots and the heavy-hitter stream ids. Cost ∝ bytes held.
+  void ForEachHeldSpan(FunctionRef<void(const uint8_t*, size_t)> visit) const;
+  // The bytes ForEachHeldSpan visits for a cache at `cursors` (validated).
+  uint64_t HeldSpanBytes(const std::vector<LayerCursor>& cursors) const;
+  // OK if `cursors` describe a state this plan can reach: counts in range,
+  // consistent with each other and with the policy. DataLoss naming the layer
+  // and field otherwise. Allocation-free; does not change the cache.
+  Status CheckCursors(const std::vector<LayerCursor>& cursors) const;
+  // Sets the cache to `cursors` and fills the regions they imply, in
+  // ForEachHeldSpan order, by calling fill(destination, size). Checks the
+  // cursors first (nothing changes if they are refused); if `fill` fails or
+  // the restored heavy-hitter ids are inconsistent the cache is left empty.
+  Status Restore(const std::vector<LayerCursor>& cursors, FunctionRef<Status(uint8_t*, size_t)> fill);
+  // Forgets every token (an empty cache, as after Create). Allocation-free.
+  void Reset();
+
  private:
   struct LayerState;
   KvCache(const KvCachePlan& plan, AlignedBuffer arena);
@@ -83,6 +121,8 @@ class KvCache {
   void MergeHeavy(LayerState& st, int layer, int kv_head, int leaving_ring_slot, uint8_t* scratch);
   void AttendLane(const LayerState& st, int layer, int kv_head, const float* q, float* out, uint8_t* scratch);
   int64_t QueryPosition(const LayerState& st) const;
+  // The held regions of one lane (see ForEachHeldSpan), for save and restore.
+  void ForEachLaneSpan(const LayerCursor& c, int layer, int kv_head, FunctionRef<void(uint8_t*, size_t)> visit) const;
 
   KvCachePlan plan_;
   AlignedBuffer arena_;

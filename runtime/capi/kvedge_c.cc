@@ -19,6 +19,7 @@
 #include "platform/status.h"
 #include "platform/thread_arena.h"
 #include "runtime/engine/defaults.h"
+#include "runtime/chat/session_file.h"
 #include "runtime/engine/sampler.h"
 #include "runtime/engine/session.h"
 #include "runtime/model/model_loader.h"
@@ -445,6 +446,28 @@ kvedge_status kvedge_session_generate(kvedge_session* session, int32_t max_token
       }
     }
     return ready;
+  });
+}
+
+kvedge_status kvedge_session_save(const kvedge_session* session, const char* path) {
+  const char* const fn = __func__;  // __func__ inside a lambda names the lambda
+  if (session == nullptr) return NullArgument(fn, "session");
+  if (path == nullptr) return NullArgument(fn, "path");
+  return Guarded(fn, [&] {
+    const kvedge::Status s = kvedge::SaveSession(*session->session, &session->sampler, path);
+    return s.ok() ? KVEDGE_OK : Fail(s, fn);
+  });
+}
+
+kvedge_status kvedge_session_load(kvedge_session* session, const char* path) {
+  const char* const fn = __func__;  // __func__ inside a lambda names the lambda
+  if (session == nullptr) return NullArgument(fn, "session");
+  if (path == nullptr) return NullArgument(fn, "path");
+  return Guarded(fn, [&] {
+    const kvedge::Status s = kvedge::LoadSession(path, session->session.get(), &session->sampler);
+    if (!s.ok()) return Fail(s, fn);
+    session->last_token = session->session->history().last();
+    return KVEDGE_OK;
   });
 }
 

@@ -11,6 +11,7 @@
 #include "platform/clock.h"
 #include "platform/memory.h"
 #include "runtime/cli/commands.h"
+#include "runtime/chat/session_file.h"
 #include "runtime/cli/common.h"
 #include "runtime/engine/sampler.h"
 
@@ -31,6 +32,7 @@ struct GenerateOptions {
   float top_p = 0.95f;
   int64_t seed = -1;
   bool no_echo = false;
+  std::string session_file;
 };
 
 // Writes bytes to stdout; false once stdout is closed (EPIPE) or failing.
@@ -60,8 +62,6 @@ int RunGenerate(const GenerateOptions& opt) {
   const Tokenizer& tok = *loaded->tokenizer;
   auto session_options = MakeSessionOptions(opt.kv, model.config);
   if (!session_options.ok()) return ReportError("generate", session_options.status());
-  auto ids = tok.Encode(prompt, /*add_bos=*/true);
-  if (!ids.ok()) return ReportError("generate", ids.status());
   SamplerOptions so;
   so.temperature = opt.temperature;
   so.top_k = opt.top_k;
@@ -72,6 +72,20 @@ int RunGenerate(const GenerateOptions& opt) {
   auto session = Session::Create(model, *session_options);
   if (!session.ok()) return ReportError("generate", session.status());
   Session& s = **session;
+  // --session FILE: continue the stream it holds (a missing file starts one).
+  if (!opt.session_file.empty()) {
+    const Status loaded_session = LoadSession(opt.session_file, &s, &*sampler);
+    if (!loaded_session.ok() && loaded_session.code() != StatusCode::kNotFound) {
+      return ReportError("generate", loaded_session);
+    }
+    if (loaded_session.ok()) {
+      std::fprintf(stderr, "kvedge generate: continuing session '%s' (%llu tokens)\n", opt.session_file.c_str(),
+                   static_cast<unsigned long long>(s.tokens_fed()));
+    }
+  }
+  // BOS starts a stream; a continued one goes on from its last token.
+  auto ids = tok.Encode(prompt, /*add_bos=*/s.tokens_fed() == 0);
+  if (!ids.ok()) return ReportError("generate", ids.status());
 
   ::signal(SIGPIPE, SIG_IGN);
   struct sigaction sa = {};
@@ -80,10 +94,10 @@ int RunGenerate(const GenerateOptions& opt) {
 
   bool out_ok = opt.no_echo || Emit(prompt.data(), prompt.size());
   const double t0 = NowSeconds();
-  Status status = s.Feed(ids->data(), ids->size());
+  Status status = ids->empty() ? OkStatus() : s.Feed(ids->data(), ids->size());
   const double t1 = NowSeconds();
   int64_t generated = 0;
-  int prev = ids->back();
+  int prev = s.history().last();
   while (status.ok() && out_ok && !g_interrupted.load() && (opt.n_predict < 0 || generated < opt.n_predict)) {
     const int next = sampler->Sample(s.Logits());
     if (next == tok.eos()) break;
@@ -112,6 +126,14 @@ int RunGenerate(const GenerateOptions& opt) {
   std::fprintf(stderr, "  tokens held %llu, evicted %llu; peak RSS %s; seed %llu\n",
                static_cast<unsigned long long>(st.tokens_held), static_cast<unsigned long long>(st.tokens_evicted),
                FormatBytes(PeakRssBytes()).c_str(), static_cast<unsigned long long>(so.seed));
+  // Every sampled token was fed (a refused feed changes nothing): the state is
+  // consistent whatever stopped the loop.
+  if (!opt.session_file.empty()) {
+    const Status saved = SaveSession(s, &*sampler, opt.session_file);
+    if (!saved.ok()) return ReportError("generate", saved);
+    std::fprintf(stderr, "  session saved to '%s' (%llu tokens)\n", opt.session_file.c_str(),
+                 static_cast<unsigned long long>(s.tokens_fed()));
+  }
   if (!status.ok()) return ReportError("generate", status);
   return 0;
 }
@@ -131,6 +153,8 @@ CommandRunner RegisterGenerateCommand(CLI::App& app) {
   sub->add_option("--top-p", opt->top_p, "Top-p (nucleus) cut; 1 = off (default 0.95)");
   sub->add_option("-s,--seed", opt->seed, "Sampling seed (default: random, printed in the summary)");
   sub->add_flag("--no-echo", opt->no_echo, "Do not print the prompt before the continuation");
+  sub->add_option("--session", opt->session_file,
+                  "Continue the stream saved in FILE if it exists (same model and KV flags), save it there after");
   return [opt] { return RunGenerate(*opt); };
 }
 

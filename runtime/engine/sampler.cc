@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <sstream>
 
 namespace kvedge {
 
@@ -57,6 +58,21 @@ int Sampler::Sample(const float* logits) {
     if (r < acc) return order_[i];
   }
   return order_[k - 1];
+}
+
+std::string Sampler::RngState() const {
+  std::ostringstream out;
+  out << rng_;
+  return out.str();
+}
+
+Status Sampler::SetRngState(std::string_view state) {
+  std::istringstream in{std::string(state)};
+  std::mt19937_64 rng;
+  in >> rng;
+  if (in.fail() || !(in >> std::ws).eof()) return DataLoss("sampler state is not a 64-bit Mersenne Twister state");
+  rng_ = rng;
+  return OkStatus();
 }
 
 }  // namespace kvedge

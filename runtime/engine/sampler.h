@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "platform/status.h"
@@ -26,6 +28,13 @@ class Sampler {
 
   // Picks a token from logits [vocab]. Allocation-free.
   int Sample(const float* logits);
+
+  const SamplerOptions& options() const { return options_; }
+  // The random generator's state in the C++ standard's text form (the same
+  // on every platform), for session files; SetRngState restores it so the
+  // next samples repeat. Errors: text that is no such state (nothing changes).
+  std::string RngState() const;
+  Status SetRngState(std::string_view state);
 
  private:
   Sampler(const SamplerOptions& options, int vocab_size);

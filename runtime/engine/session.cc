@@ -23,6 +23,10 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const ModelWeights& model, co
   if (options.max_batch < 1 || options.max_batch > 4096) {
     return InvalidArgument("batch size " + std::to_string(options.max_batch) + " is out of range (1 to 4096)");
   }
+  if (options.history_tokens < 0 || options.history_tokens > (1 << 24)) {
+    return InvalidArgument("token history of " + std::to_string(options.history_tokens) +
+                           " ids is out of range (0 to 16777216)");
+  }
   KVEDGE_ASSIGN_OR_RETURN(std::unique_ptr<ThreadArena> threads, ThreadArena::Create(options.threads));
   KVEDGE_ASSIGN_OR_RETURN(KvCachePlan plan, PlanKvCache(KvShapeOf(model.config), options.kv, options.threads));
   std::unique_ptr<Session> s(new Session(model, options));
@@ -49,7 +53,19 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const ModelWeights& model, co
     p += RoundUp(b * widths[i] * sizeof(float), kAlignment);
   }
   s->last_logits_ = s->logits_;
+  s->history_ = TokenHistory(static_cast<size_t>(options.history_tokens));
   return s;
+}
+
+void Session::RestoreStream(uint64_t tokens_fed, const float* logits) {
+  tokens_fed_ = tokens_fed;
+  last_logits_ = logits_;
+  const size_t vocab = static_cast<size_t>(model_.config.vocab_size);
+  if (logits != nullptr) {
+    std::memcpy(logits_, logits, vocab * sizeof(float));
+  } else {
+    std::fill(logits_, logits_ + vocab, 0.0f);
+  }
 }
 
 uint64_t Session::reserved_bytes() const { return cache_->Stats().arena_bytes + scratch_.size(); }
@@ -76,6 +92,8 @@ Status Session::FillSynthetic(size_t n, uint32_t seed) {
     const float* k = pool.data() + (i % kPool) * kvdim;
     const float* v = pool.data() + (kPool + (i * 7 + 3) % kPool) * kvdim;
     for (int l = 0; l < model_.config.n_layers; ++l) cache_->Append(l, k, v);
+    const int synthetic = TokenHistory::kSyntheticToken;
+    history_.Append(&synthetic, 1);
   }
   tokens_fed_ += n;
   return OkStatus();
@@ -100,6 +118,7 @@ Status Session::FeedImpl(const int* tokens, size_t n, bool all, FunctionRef<void
     }
     last_logits_ = all ? logits_ + (len - 1) * vocab : logits_;
     tokens_fed_ += len;
+    history_.Append(tokens + start, len);
   }
   return OkStatus();
 }

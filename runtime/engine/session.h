@@ -13,6 +13,7 @@
 #include "platform/memory.h"
 #include "platform/status.h"
 #include "platform/thread_arena.h"
+#include "runtime/engine/token_history.h"
 #include "runtime/model/model.h"
 
 namespace kvedge {
@@ -21,6 +22,9 @@ struct SessionOptions {
   KvCacheOptions kv;
   int threads = 1;      // 1 … kMaxThreads
   int max_batch = 32;   // tokens per prefill chunk (batched matmuls)
+  // Recent token ids the session keeps verbatim (TokenHistory); the count and
+  // hash of all of them are kept whatever this is.
+  int history_tokens = 4096;
 };
 
 // The KV shape a model implies.
@@ -57,6 +61,15 @@ class Session {
   const KvCache& cache() const { return *cache_; }
   const ModelWeights& model() const { return model_; }
   uint64_t tokens_fed() const { return tokens_fed_; }
+  // Every token fed (FillSynthetic's as TokenHistory::kSyntheticToken).
+  const TokenHistory& history() const { return history_; }
+
+  // For session files (runtime/chat/session_file.h), which restore the cache
+  // and history in place, then the stream's counters and last logits
+  // ([vocab]; null when nothing was fed).
+  KvCache& mutable_cache() { return *cache_; }
+  TokenHistory& mutable_history() { return history_; }
+  void RestoreStream(uint64_t tokens_fed, const float* logits);
   // Bytes reserved by this session: arena + scratch.
   uint64_t reserved_bytes() const;
 
@@ -83,6 +96,7 @@ class Session {
   float* logits_ = nullptr;  // [B][vocab]
   const float* last_logits_ = nullptr;
   uint64_t tokens_fed_ = 0;
+  TokenHistory history_;
 };
 
 }  // namespace kvedge

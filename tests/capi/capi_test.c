@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kvedge.h"
 
@@ -339,6 +340,73 @@ static void TestModelOutlivedBySession(void) {
   kvedge_session_free(session);
 }
 
+/* Save, restore into a fresh session, and the same continuation; refusals. */
+static void TestSessionFiles(const kvedge_model* model) {
+  char path[512], junk[600];
+  const char* tmp = getenv("TMPDIR");
+  if (tmp == NULL || tmp[0] == '\0') tmp = "/tmp";
+  snprintf(path, sizeof(path), "%s/kvedge_capi_session_%ld_%d.kvs", tmp, (long)time(NULL), rand());
+  snprintf(junk, sizeof(junk), "%s.junk", path);
+
+  kvedge_session_config config;
+  kvedge_session_config_init(&config);
+  config.capacity_tokens = 96; /* 4 sinks + 92 recent: the stream below evicts */
+  config.seed = 42;
+  kvedge_session* a = NULL;
+  kvedge_session* b = NULL;
+  CHECK(kvedge_session_create(model, &config, &a) == KVEDGE_OK);
+  config.seed = 7; /* the file's generator state must win */
+  CHECK(kvedge_session_create(model, &config, &b) == KVEDGE_OK);
+  if (a == NULL || b == NULL) return;
+  CHECK(kvedge_session_feed_text(a, kPromptText, 1) == KVEDGE_OK);
+  CHECK(kvedge_session_generate(a, 120, NULL, NULL, NULL) == KVEDGE_OK);
+  CHECK(kvedge_session_save(a, path) == KVEDGE_OK);
+  CHECK(kvedge_session_load(b, path) == KVEDGE_OK);
+
+  int32_t last_a = -2, last_b = -3;
+  CHECK(kvedge_session_last_token(a, &last_a) == KVEDGE_OK && kvedge_session_last_token(b, &last_b) == KVEDGE_OK);
+  CHECK(last_a == last_b && last_a >= 0);
+  kvedge_stats sa, sb;
+  CHECK(kvedge_session_stats(a, &sa) == KVEDGE_OK && kvedge_session_stats(b, &sb) == KVEDGE_OK);
+  CHECK(sa.tokens_seen == sb.tokens_seen && sa.tokens_held == sb.tokens_held && sa.tokens_evicted > 0);
+  const float* la = NULL;
+  const float* lb = NULL;
+  int32_t na = 0, nb = 0;
+  CHECK(kvedge_session_logits(a, &la, &na) == KVEDGE_OK && kvedge_session_logits(b, &lb, &nb) == KVEDGE_OK);
+  CHECK(na == nb && la != NULL && lb != NULL && memcmp(la, lb, (size_t)na * sizeof(float)) == 0);
+  Collector ca, cb;
+  memset(&ca, 0, sizeof(ca));
+  memset(&cb, 0, sizeof(cb));
+  CHECK(kvedge_session_generate(a, 60, Collect, &ca, NULL) == KVEDGE_OK);
+  CHECK(kvedge_session_generate(b, 60, Collect, &cb, NULL) == KVEDGE_OK);
+  CHECK(ca.len > 0 && ca.len == cb.len && strcmp(ca.text, cb.text) == 0);
+
+  /* Refusals leave the session as it was. */
+  CHECK(kvedge_session_save(NULL, path) == KVEDGE_INVALID_ARGUMENT);
+  CHECK(kvedge_session_save(a, NULL) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("'path'"));
+  CHECK(kvedge_session_load(b, NULL) == KVEDGE_INVALID_ARGUMENT);
+  CHECK(kvedge_session_load(b, "/nonexistent/kvedge.kvs") == KVEDGE_NOT_FOUND);
+  CHECK(ErrorMentions("kvedge_session_load: no session file"));
+  FILE* f = fopen(junk, "wb");
+  if (f != NULL) {
+    fputs("this text is not a kvedge session file at all", f);
+    fclose(f);
+  }
+  CHECK(kvedge_session_load(b, junk) == KVEDGE_CORRUPT && ErrorMentions("not a kvedge session file"));
+  CHECK(kvedge_session_save(b, "/nonexistent/dir/x.kvs") == KVEDGE_IO);
+  kvedge_session* c = NULL;
+  config.key_format = "int8";
+  CHECK(kvedge_session_create(model, &config, &c) == KVEDGE_OK);
+  CHECK(kvedge_session_load(c, path) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("key format is int4 in the file"));
+  kvedge_stats sc;
+  CHECK(kvedge_session_stats(c, &sc) == KVEDGE_OK && sc.tokens_seen == 0);
+  kvedge_session_free(c);
+  kvedge_session_free(a);
+  kvedge_session_free(b);
+  remove(path);
+  remove(junk);
+}
+
 int main(void) {
   const char* shared = getenv("KVEDGE_SHARED");
   if (shared == NULL || shared[0] == '\0') shared = KVEDGE_SHARED_DIR_DEFAULT;
@@ -356,6 +424,7 @@ int main(void) {
     TestNullArguments(model);
     TestSessionErrors(model);
     TestBadConfigs(model);
+    TestSessionFiles(model);
     kvedge_model_free(model);
   }
   TestModelOutlivedBySession();
