@@ -351,6 +351,8 @@ static void TestSessionFiles(const kvedge_model* model) {
   kvedge_session_config config;
   kvedge_session_config_init(&config);
   config.capacity_tokens = 96; /* 4 sinks + 92 recent: the stream below evicts */
+  config.key_format = "int4"; /* named: the mismatch check below must not depend on the defaults */
+  config.value_format = "int4";
   config.seed = 42;
   kvedge_session* a = NULL;
   kvedge_session* b = NULL;
