@@ -216,15 +216,19 @@ typedef struct kvedge_stats {
 /* Fills *stats. Errors: INVALID_ARGUMENT (NULL). */
 kvedge_status kvedge_session_stats(const kvedge_session* session, kvedge_stats* stats);
 
-/* Receives the bytes of each generated token (see kvedge_token_piece; not
- * NUL-terminated in general). Return 0 to continue, non-zero to stop. */
+/* Receives generated text (not NUL-terminated in general), always in whole
+ * UTF-8 characters. Return 0 to continue, non-zero to stop. */
 typedef int (*kvedge_piece_callback)(const char* piece, size_t len, void* user);
 
-/* Generates up to max_tokens tokens: sample, feed, then hand the piece to
- * `callback` (may be NULL), so every token the callback saw is in the
- * session. Stops early at EOS (which is neither fed nor passed on) or when
- * the callback returns non-zero. *n_generated (may be NULL) receives the
- * number of tokens fed, also on error. Errors: as kvedge_session_sample and
+/* Generates up to max_tokens tokens: sample, feed, then hand the text to
+ * `callback` (may be NULL), so every token whose text the callback saw is in
+ * the session. A token that ends inside a UTF-8 character is passed on with
+ * the token that completes it (the text may lag one token); when generation
+ * ends mid-character, U+FFFD stands for the unfinished bytes (to see raw
+ * bytes, drive decoding with _sample, _feed_tokens and kvedge_token_piece).
+ * Stops early at EOS (which is neither fed nor passed on) or when the
+ * callback returns non-zero. *n_generated (may be NULL) receives the number
+ * of tokens fed, also on error. Errors: as kvedge_session_sample and
  * kvedge_session_feed_tokens (CONTEXT_FULL when a "full" cache fills up). */
 kvedge_status kvedge_session_generate(kvedge_session* session, int32_t max_tokens, kvedge_piece_callback callback,
                                       void* user, int32_t* n_generated);

@@ -20,6 +20,7 @@
 #include "platform/thread_arena.h"
 #include "runtime/engine/defaults.h"
 #include "runtime/chat/session_file.h"
+#include "runtime/engine/generator.h"
 #include "runtime/engine/sampler.h"
 #include "runtime/engine/session.h"
 #include "runtime/model/model_loader.h"
@@ -38,12 +39,13 @@ struct kvedge_model {
 
 // One stream: owns its Session and Sampler; used by one thread at a time.
 struct kvedge_session {
-  kvedge_session(const kvedge_model* m, std::unique_ptr<kvedge::Session> s, kvedge::Sampler sp)
-      : model(m), session(std::move(s)), sampler(std::move(sp)) {}
+  kvedge_session(const kvedge_model* m, std::unique_ptr<kvedge::Session> s, kvedge::Sampler sp, kvedge::Generator g)
+      : model(m), session(std::move(s)), sampler(std::move(sp)), generator(std::move(g)) {}
 
   const kvedge_model* model;  // a counted reference
   std::unique_ptr<kvedge::Session> session;
   kvedge::Sampler sampler;
+  kvedge::Generator generator;  // kvedge_session_generate's loop, buffers reserved here
   int last_token = -1;
 };
 
@@ -336,9 +338,12 @@ kvedge_status kvedge_session_create(const kvedge_model* model, const kvedge_sess
     if (!parsed.ok()) return Fail(parsed, fn);
     auto sampler = kvedge::Sampler::Create(sampler_options, model->weights->config.vocab_size);
     if (!sampler.ok()) return Fail(sampler.status(), fn);
+    auto generator = kvedge::Generator::Create(*model->tokenizer, kvedge::GeneratorOptions{});
+    if (!generator.ok()) return Fail(generator.status(), fn);
     auto session = kvedge::Session::Create(*model->weights, options);
     if (!session.ok()) return Fail(session.status(), fn);
-    auto handle = std::make_unique<kvedge_session>(model, std::move(session).value(), std::move(sampler).value());
+    auto handle = std::make_unique<kvedge_session>(model, std::move(session).value(), std::move(sampler).value(),
+                                                   std::move(generator).value());
     model->references.fetch_add(1, std::memory_order_relaxed);
     *out = handle.release();
     return KVEDGE_OK;
@@ -431,21 +436,22 @@ kvedge_status kvedge_session_generate(kvedge_session* session, int32_t max_token
     if (max_tokens < 0) {
       return Fail(KVEDGE_INVALID_ARGUMENT, fn, "max_tokens is " + std::to_string(max_tokens) + " (expected >= 0)");
     }
-    const kvedge::Tokenizer& tok = *session->model->tokenizer;
-    kvedge_status ready = kvedge::NeedLogits(*session, fn);
-    for (int32_t i = 0; ready == KVEDGE_OK && i < max_tokens; ++i) {
-      const int prev = session->last_token;
-      const int token = session->sampler.Sample(session->session->Logits());
-      if (token == tok.eos()) break;
-      ready = kvedge::FeedTokens(*session, &token, 1, fn);
-      if (ready != KVEDGE_OK) break;
-      if (n_generated != nullptr) *n_generated = i + 1;
-      if (callback != nullptr) {
-        const std::string_view piece = tok.DecodePiece(prev, token);
-        if (callback(piece.data(), piece.size(), user) != 0) break;
-      }
-    }
-    return ready;
+    const kvedge_status ready = kvedge::NeedLogits(*session, fn);
+    if (ready != KVEDGE_OK) return ready;
+    kvedge::GenerationRequest request;
+    request.prev_token = session->last_token;
+    request.max_tokens = max_tokens;
+    const kvedge::GenerationResult result =
+        session->generator.Run(*session->session, session->sampler, request, [&](std::string_view text) {
+          return callback == nullptr || callback(text.data(), text.size(), user) == 0;
+        });
+    session->last_token = result.last_token;
+    if (n_generated != nullptr) *n_generated = static_cast<int32_t>(result.tokens);
+    if (result.reason != kvedge::StopReason::kError) return KVEDGE_OK;
+    // A sampled id is always in the vocabulary: a failed feed is a full `full` cache.
+    return result.status.code() == kvedge::StatusCode::kResourceExhausted
+               ? Fail(KVEDGE_CONTEXT_FULL, fn, result.status.message())
+               : Fail(result.status, fn);
   });
 }
 

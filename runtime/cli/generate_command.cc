@@ -8,11 +8,11 @@
 #include <memory>
 #include <random>
 
-#include "platform/clock.h"
 #include "platform/memory.h"
 #include "runtime/cli/commands.h"
 #include "runtime/chat/session_file.h"
 #include "runtime/cli/common.h"
+#include "runtime/engine/generator.h"
 #include "runtime/engine/sampler.h"
 
 namespace kvedge::cli {
@@ -69,6 +69,8 @@ int RunGenerate(const GenerateOptions& opt) {
   so.seed = opt.seed >= 0 ? static_cast<uint64_t>(opt.seed) : std::random_device{}();
   auto sampler = Sampler::Create(so, model.config.vocab_size);
   if (!sampler.ok()) return ReportError("generate", sampler.status());
+  auto generator = Generator::Create(tok, GeneratorOptions{});
+  if (!generator.ok()) return ReportError("generate", generator.status());
   auto session = Session::Create(model, *session_options);
   if (!session.ok()) return ReportError("generate", session.status());
   Session& s = **session;
@@ -93,25 +95,22 @@ int RunGenerate(const GenerateOptions& opt) {
   ::sigaction(SIGINT, &sa, nullptr);
 
   bool out_ok = opt.no_echo || Emit(prompt.data(), prompt.size());
-  const double t0 = NowSeconds();
-  Status status = ids->empty() ? OkStatus() : s.Feed(ids->data(), ids->size());
-  const double t1 = NowSeconds();
-  int64_t generated = 0;
-  int prev = s.history().last();
-  while (status.ok() && out_ok && !g_interrupted.load() && (opt.n_predict < 0 || generated < opt.n_predict)) {
-    const int next = sampler->Sample(s.Logits());
-    if (next == tok.eos()) break;
-    const std::string_view piece = tok.DecodePiece(prev, next);
-    out_ok = Emit(piece.data(), piece.size());
-    status = s.Feed(&next, 1);
-    prev = next;
-    ++generated;
-  }
-  const double t2 = NowSeconds();
+  GenerationRequest request;
+  request.prompt = ids->data();
+  request.prompt_len = ids->size();
+  request.prev_token = s.history().last();  // a continued session with no new prompt
+  request.max_tokens = out_ok ? opt.n_predict : 0;  // stdout already closed: the prompt only
+  request.cancel = &g_interrupted;
+  const GenerationResult result = generator->Run(s, *sampler, request, [&](std::string_view text) {
+    out_ok = Emit(text.data(), text.size());
+    return out_ok;
+  });
+  const Status& status = result.status;
+  const int64_t generated = result.tokens;
   if (out_ok) Emit("\n", 1);
 
   const KvCacheStats st = s.cache().Stats();
-  const double prefill_s = t1 - t0, decode_s = t2 - t1;
+  const double prefill_s = result.prefill_seconds, decode_s = result.decode_seconds;
   std::fprintf(stderr, "\n");
   if (g_interrupted.load()) std::fprintf(stderr, "kvedge generate: interrupted\n");
   std::fprintf(stderr, "kvedge generate: %s\n", s.cache().plan().Describe().c_str());

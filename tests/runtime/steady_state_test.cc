@@ -1,5 +1,6 @@
 // The memory promise at CI size: for every policy and every KV format, 20,000
-// decode steps through a Session (model, cache, sampler) allocate nothing, keep
+// decode steps through the generation loop (model, cache, sampler, text with
+// stop strings) allocate nothing anywhere in the process, keep
 // the arena bytes constant, keep held bytes within the arena and every logit
 // finite. Sanitizer builds (≈10x slower) check the same over 4,000 steps, and
 // `full` (whose attention grows with every token, O(n²) over the run) over
@@ -11,6 +12,7 @@
 #include <cmath>
 
 #include "platform/alloc_counter.h"
+#include "runtime/engine/generator.h"
 #include "runtime/engine/sampler.h"
 #include "runtime/engine/session.h"
 #include "runtime/model/model_loader.h"
@@ -50,24 +52,45 @@ TEST_P(SteadyStateTest, DecodeStepsAllocateNothingAndStayInTheArena) {
   so.seed = 7;
   auto sampler = Sampler::Create(so, 512);
   ASSERT_TRUE(sampler.ok());
+  static const auto tokenizer = LoadTokenizer(**model, testing::SharedPath("models/tok512.bin"));
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
   Session& s = **session;
+  // The steps run through the generation loop (runtime/engine/generator.h),
+  // with stop strings whose prefixes keep text held. Its end-of-generation
+  // predicate sees every sampled token before it is fed: it checks the logits
+  // there and never ends the run.
+  int nonfinite = 0;
+  GeneratorOptions go;
+  go.stop_strings = {"e never\x01", " the\x01"};  // held often, never complete
+  go.is_end_of_generation = [&s, &nonfinite](int) {
+    const float* lg = s.Logits();
+    for (int v = 0; v < 512; ++v) nonfinite += !std::isfinite(lg[v]);
+    return false;
+  };
+  auto generator = Generator::Create(**tokenizer, std::move(go));
+  ASSERT_TRUE(generator.ok());
   int token = 1;
   ASSERT_TRUE(s.Feed(&token, 1).ok());
   const uint64_t arena = s.cache().Stats().arena_bytes;
-  int nonfinite = 0;
+  GenerationRequest request;
+  request.prev_token = token;
+  request.max_tokens = steps;
+  uint64_t pieces = 0, over_arena = 0, arena_changed = 0;
   ScopedAllocationCounter allocations;
-  for (int i = 0; i < steps; ++i) {
-    const float* lg = s.Logits();
-    for (int v = 0; v < 512; ++v) nonfinite += !std::isfinite(lg[v]);
-    token = sampler->Sample(lg);
-    ASSERT_TRUE(s.Feed(&token, 1).ok()) << i;
-    if (i % 997 == 0) {
+  const GenerationResult result = generator->Run(s, *sampler, request, [&](std::string_view) {
+    if (++pieces % 997 == 0) {
       const KvCacheStats st = s.cache().Stats();
-      ASSERT_EQ(st.arena_bytes, arena) << i;
-      ASSERT_LE(st.held_bytes, st.arena_bytes) << i;
+      arena_changed += st.arena_bytes != arena;
+      over_arena += st.held_bytes > st.arena_bytes;
     }
-  }
-  EXPECT_EQ(allocations.count(), 0);
+    return true;
+  });
+  const int64_t allocated = allocations.count();
+  ASSERT_TRUE(result.status.ok()) << result.status.ToString();
+  EXPECT_EQ(result.tokens, steps);
+  EXPECT_EQ(arena_changed, 0u);
+  EXPECT_EQ(over_arena, 0u);
+  EXPECT_EQ(allocated, 0);
   EXPECT_EQ(nonfinite, 0);
   const KvCacheStats st = s.cache().Stats();
   EXPECT_EQ(st.tokens_seen, static_cast<uint64_t>(steps) + 1);

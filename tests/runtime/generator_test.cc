@@ -1,0 +1,410 @@
+// The generation loop: whole UTF-8 out of split pieces, stop strings held back
+// across pieces, max tokens, cancel, end-of-generation ids, and output equal to
+// the plain sample → feed → decode loop for a fixed seed.
+#include "runtime/engine/generator.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "platform/alloc_counter.h"
+#include "runtime/model/model_loader.h"
+#include "runtime/tokenizer/utf8.h"
+#include "tests/testing/test_data.h"
+
+namespace kvedge {
+namespace {
+
+// Collects what a sink receives, one string per call.
+struct Collected {
+  std::vector<std::string> chunks;
+  std::string Text() const {
+    std::string t;
+    for (const auto& c : chunks) t += c;
+    return t;
+  }
+  bool AllValidUtf8() const {
+    for (const auto& c : chunks) {
+      if (FindInvalidUtf8(c) != kUtf8Valid) return false;
+    }
+    return true;
+  }
+};
+
+auto Into(Collected* c) {
+  return [c](std::string_view text) {
+    c->chunks.emplace_back(text);
+    return true;
+  };
+}
+
+TextStream MakeStream(std::vector<std::string> stops, size_t max_piece = 16) {
+  auto s = TextStream::Create(std::move(stops), max_piece);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return std::move(s).value();
+}
+
+TEST(TextStreamTest, CharactersSplitAcrossPiecesComeOutWhole) {
+  TextStream s = MakeStream({});
+  Collected out;
+  auto sink = Into(&out);
+  // "a€b" with € (E2 82 AC) split over three pieces, then 😀 (F0 9F 98 80) byte by byte.
+  for (std::string_view p : {"a\xE2", "\x82", "\xAC" "b", "\xF0", "\x9F", "\x98", "\x80", "!"}) {
+    ASSERT_EQ(s.Push(p, sink), TextStream::Result::kMore);
+  }
+  ASSERT_TRUE(s.Flush(sink));
+  EXPECT_EQ(out.Text(), "a\xE2\x82\xAC" "b\xF0\x9F\x98\x80!");
+  EXPECT_TRUE(out.AllValidUtf8());
+  EXPECT_EQ(out.chunks.front(), "a") << "the lead byte is held until its character completes";
+}
+
+TEST(TextStreamTest, InvalidAndUnfinishedBytesBecomeReplacementCharacters) {
+  TextStream s = MakeStream({});
+  Collected out;
+  auto sink = Into(&out);
+  ASSERT_EQ(s.Push("x\xFF" "y\xC3", sink), TextStream::Result::kMore);  // FF is never valid; C3 may continue
+  EXPECT_EQ(s.held(), 1u);
+  ASSERT_EQ(s.Push("z", sink), TextStream::Result::kMore);  // C3 then 'z': invalid
+  ASSERT_EQ(s.Push("\xE2\x82", sink), TextStream::Result::kMore);
+  ASSERT_TRUE(s.Flush(sink));  // the stream ends inside €
+  EXPECT_EQ(out.Text(), "x\xEF\xBF\xBDy\xEF\xBF\xBDz\xEF\xBF\xBD");
+  EXPECT_TRUE(out.AllValidUtf8());
+}
+
+TEST(TextStreamTest, StopStringAcrossPiecesIsHeldBackAndNeverShown) {
+  TextStream s = MakeStream({"END", "stop"});
+  Collected out;
+  auto sink = Into(&out);
+  ASSERT_EQ(s.Push("abcE", sink), TextStream::Result::kMore);
+  EXPECT_EQ(out.Text(), "abc");
+  ASSERT_EQ(s.Push("N", sink), TextStream::Result::kMore);
+  EXPECT_EQ(out.Text(), "abc") << "\"EN\" may still become END";
+  EXPECT_EQ(s.Push("Dxyz", sink), TextStream::Result::kStop);
+  EXPECT_EQ(out.Text(), "abc");
+  EXPECT_EQ(s.held(), 0u);
+}
+
+TEST(TextStreamTest, PrefixThatNeverCompletesIsReleased) {
+  TextStream s = MakeStream({"END"});
+  Collected out;
+  auto sink = Into(&out);
+  ASSERT_EQ(s.Push("xE", sink), TextStream::Result::kMore);
+  ASSERT_EQ(s.Push("Ny", sink), TextStream::Result::kMore);
+  EXPECT_EQ(out.Text(), "xENy");
+  ASSERT_EQ(s.Push("EN", sink), TextStream::Result::kMore);
+  ASSERT_TRUE(s.Flush(sink));  // the stream ended: the held prefix is text
+  EXPECT_EQ(out.Text(), "xENyEN");
+}
+
+TEST(TextStreamTest, EarliestOfSeveralStopStringsInOnePieceWins) {
+  TextStream s = MakeStream({"two", "one"});
+  Collected out;
+  EXPECT_EQ(s.Push("zero one two", Into(&out)), TextStream::Result::kStop);
+  EXPECT_EQ(out.Text(), "zero ");
+}
+
+TEST(TextStreamTest, MultiByteStopString) {
+  TextStream s = MakeStream({"\xE2\x80\x94" "end"});  // "—end"
+  Collected out;
+  auto sink = Into(&out);
+  ASSERT_EQ(s.Push("a\xE2\x80", sink), TextStream::Result::kMore);
+  ASSERT_EQ(s.Push("\x94" "e", sink), TextStream::Result::kMore);
+  EXPECT_EQ(s.Push("nd", sink), TextStream::Result::kStop);
+  EXPECT_EQ(out.Text(), "a");
+}
+
+TEST(TextStreamTest, SinkStops) {
+  TextStream s = MakeStream({});
+  EXPECT_EQ(s.Push("abc", [](std::string_view) { return false; }), TextStream::Result::kSinkStop);
+}
+
+TEST(TextStreamTest, RejectsBadStopStrings) {
+  EXPECT_EQ(TextStream::Create({""}, 8).status().code(), StatusCode::kInvalidArgument);
+  const auto bad = TextStream::Create({"ok", "a\xFF"}, 8);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("stop string 2"), std::string::npos) << bad.status().ToString();
+  EXPECT_FALSE(TextStream::Create({std::string(TextStream::kMaxStopBytes + 1, 'a')}, 8).ok());
+}
+
+// --- The loop on the real model -------------------------------------------
+
+class GeneratorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto m = LoadModel(testing::SharedPath("models/stories260K.bin"));
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    model_ = std::move(m).value().release();
+    auto t = LoadTokenizer(*model_, testing::SharedPath("models/tok512.bin"));
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    tok_ = std::move(t).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete tok_;
+    delete model_;
+  }
+
+  std::unique_ptr<Session> NewSession(int threads = 1) {
+    SessionOptions o;
+    o.kv.capacity = 160;
+    o.kv.key_format = o.kv.value_format = KvFormat::kInt8;
+    o.threads = threads;
+    auto s = Session::Create(*model_, o);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return std::move(s).value();
+  }
+  static Sampler NewSampler(uint64_t seed) {
+    SamplerOptions so;
+    so.seed = seed;
+    auto s = Sampler::Create(so, 512);
+    EXPECT_TRUE(s.ok());
+    return std::move(s).value();
+  }
+  std::vector<int> Prompt() const { return *tok_->Encode("Once upon a time", true); }
+
+  // The plain loop `kvedge generate` ran before the Generator: its tokens and text.
+  void Reference(uint64_t seed, int n, std::vector<int>* ids, std::string* text) {
+    auto s = NewSession();
+    Sampler sampler = NewSampler(seed);
+    const std::vector<int> prompt = Prompt();
+    ASSERT_TRUE(s->Feed(prompt.data(), prompt.size()).ok());
+    int prev = prompt.back();
+    for (int i = 0; i < n; ++i) {
+      const int next = sampler.Sample(s->Logits());
+      if (next == tok_->eos()) break;
+      text->append(tok_->DecodePiece(prev, next));
+      ids->push_back(next);
+      ASSERT_TRUE(s->Feed(&next, 1).ok());
+      prev = next;
+    }
+  }
+
+  static ModelWeights* model_;
+  static Tokenizer* tok_;
+};
+ModelWeights* GeneratorTest::model_ = nullptr;
+Tokenizer* GeneratorTest::tok_ = nullptr;
+
+TEST_F(GeneratorTest, SameTextAsThePlainLoopForAFixedSeed) {
+  std::vector<int> ref_ids;
+  std::string ref_text;
+  Reference(42, 300, &ref_ids, &ref_text);
+  auto gen = Generator::Create(*tok_, {});
+  ASSERT_TRUE(gen.ok());
+  auto s = NewSession();
+  Sampler sampler = NewSampler(42);
+  const std::vector<int> prompt = Prompt();
+  GenerationRequest req;
+  req.prompt = prompt.data();
+  req.prompt_len = prompt.size();
+  req.max_tokens = 300;
+  Collected out;
+  const GenerationResult r = gen->Run(*s, sampler, req, Into(&out));
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.reason, StopReason::kMaxTokens);
+  EXPECT_EQ(r.tokens, 300);
+  EXPECT_EQ(out.Text(), ref_text);
+  EXPECT_EQ(r.last_token, ref_ids.back());
+  EXPECT_EQ(s->tokens_fed(), prompt.size() + 300);
+}
+
+TEST_F(GeneratorTest, ContinuesASessionAcrossRuns) {
+  std::vector<int> ref_ids;
+  std::string ref_text;
+  Reference(5, 120, &ref_ids, &ref_text);
+  auto gen = Generator::Create(*tok_, {});
+  ASSERT_TRUE(gen.ok());
+  auto s = NewSession();
+  Sampler sampler = NewSampler(5);
+  const std::vector<int> prompt = Prompt();
+  GenerationRequest req;
+  req.prompt = prompt.data();
+  req.prompt_len = prompt.size();
+  req.max_tokens = 50;
+  Collected out;
+  GenerationResult r = gen->Run(*s, sampler, req, Into(&out));
+  ASSERT_EQ(r.tokens, 50);
+  GenerationRequest more;
+  more.prev_token = r.last_token;
+  more.max_tokens = 70;
+  r = gen->Run(*s, sampler, more, Into(&out));
+  EXPECT_EQ(r.tokens, 70);
+  EXPECT_EQ(out.Text(), ref_text);
+}
+
+TEST_F(GeneratorTest, EndOfGenerationIdIsNeitherFedNorShown) {
+  std::vector<int> ref_ids;
+  std::string ref_text;
+  Reference(9, 60, &ref_ids, &ref_text);
+  ASSERT_GE(ref_ids.size(), 30u);
+  const int end_id = ref_ids[20];
+  size_t first = 0;
+  while (ref_ids[first] != end_id) ++first;
+  GeneratorOptions go;
+  go.is_end_of_generation = [end_id](int t) { return t == end_id; };
+  auto gen = Generator::Create(*tok_, std::move(go));
+  ASSERT_TRUE(gen.ok());
+  auto s = NewSession();
+  Sampler sampler = NewSampler(9);
+  const std::vector<int> prompt = Prompt();
+  GenerationRequest req;
+  req.prompt = prompt.data();
+  req.prompt_len = prompt.size();
+  Collected out;  // max_tokens -1: only the end id stops it
+  const GenerationResult r = gen->Run(*s, sampler, req, Into(&out));
+  EXPECT_EQ(r.reason, StopReason::kEndOfGeneration);
+  EXPECT_EQ(r.tokens, static_cast<int64_t>(first));
+  EXPECT_EQ(s->tokens_fed(), prompt.size() + first);
+  std::string expected;
+  int prev = prompt.back();
+  for (size_t i = 0; i < first; ++i) {
+    expected.append(tok_->DecodePiece(prev, ref_ids[i]));
+    prev = ref_ids[i];
+  }
+  EXPECT_EQ(out.Text(), expected);
+}
+
+TEST_F(GeneratorTest, StopStringSpanningTokensEndsTheTextBeforeIt) {
+  std::vector<int> ref_ids;
+  std::string ref_text;
+  Reference(3, 200, &ref_ids, &ref_text);
+  // A stop string made of the last byte of one piece and the first of the
+  // next, at its first occurrence in the text.
+  std::string stop;
+  size_t at = 0, boundary = 0;
+  int prev = Prompt().back();
+  for (size_t i = 0; i + 1 < ref_ids.size() && stop.empty(); ++i) {
+    const std::string_view a = tok_->DecodePiece(prev, ref_ids[i]);
+    const std::string_view b = tok_->DecodePiece(ref_ids[i], ref_ids[i + 1]);
+    boundary += a.size();
+    prev = ref_ids[i];
+    if (a.empty() || b.empty()) continue;
+    const std::string candidate = std::string(1, a.back()) + b.front();
+    if (ref_text.find(candidate) == boundary - 1 && FindInvalidUtf8(candidate) == kUtf8Valid && i > 10) {
+      stop = candidate;
+      at = boundary - 1;
+    }
+  }
+  ASSERT_FALSE(stop.empty());
+  GeneratorOptions go;
+  go.stop_strings = {stop};
+  auto gen = Generator::Create(*tok_, std::move(go));
+  ASSERT_TRUE(gen.ok());
+  auto s = NewSession();
+  Sampler sampler = NewSampler(3);
+  const std::vector<int> prompt = Prompt();
+  GenerationRequest req;
+  req.prompt = prompt.data();
+  req.prompt_len = prompt.size();
+  req.max_tokens = 200;
+  Collected out;
+  const GenerationResult r = gen->Run(*s, sampler, req, Into(&out));
+  EXPECT_EQ(r.reason, StopReason::kStopString);
+  EXPECT_EQ(out.Text(), ref_text.substr(0, at)) << "stop '" << stop << "'";
+}
+
+TEST_F(GeneratorTest, CancelIsCheckedBeforeEveryToken) {
+  auto gen = Generator::Create(*tok_, {});
+  ASSERT_TRUE(gen.ok());
+  auto s = NewSession();
+  Sampler sampler = NewSampler(1);
+  const std::vector<int> prompt = Prompt();
+  std::atomic<bool> cancel{false};
+  GenerationRequest req;
+  req.prompt = prompt.data();
+  req.prompt_len = prompt.size();
+  req.cancel = &cancel;
+  uint64_t fed_at_cancel = 0;
+  const GenerationResult r = gen->Run(*s, sampler, req, [&](std::string_view) {
+    if (s->tokens_fed() >= prompt.size() + 7 && !cancel.load()) {
+      cancel.store(true);
+      fed_at_cancel = s->tokens_fed();
+    }
+    return true;
+  });
+  EXPECT_EQ(r.reason, StopReason::kCancelled);
+  EXPECT_EQ(s->tokens_fed(), fed_at_cancel) << "no token after the flag was set";
+
+  cancel.store(true);  // set before the run: the prompt is fed, nothing generated
+  auto s2 = NewSession();
+  const GenerationResult r2 = gen->Run(*s2, sampler, req, [](std::string_view) { return true; });
+  EXPECT_EQ(r2.reason, StopReason::kCancelled);
+  EXPECT_EQ(r2.tokens, 0);
+  EXPECT_EQ(s2->tokens_fed(), prompt.size());
+}
+
+TEST_F(GeneratorTest, SinkStopsAndErrors) {
+  auto gen = Generator::Create(*tok_, {});
+  ASSERT_TRUE(gen.ok());
+  auto s = NewSession();
+  Sampler sampler = NewSampler(1);
+  GenerationRequest empty;  // nothing fed yet and no prompt
+  GenerationResult r = gen->Run(*s, sampler, empty, [](std::string_view) { return true; });
+  EXPECT_EQ(r.reason, StopReason::kError);
+  EXPECT_EQ(r.status.code(), StatusCode::kFailedPrecondition);
+
+  const std::vector<int> prompt = Prompt();
+  GenerationRequest req;
+  req.prompt = prompt.data();
+  req.prompt_len = prompt.size();
+  r = gen->Run(*s, sampler, req, [](std::string_view) { return false; });
+  EXPECT_EQ(r.reason, StopReason::kSinkStopped);
+  EXPECT_GE(r.tokens, 1);
+  EXPECT_LE(r.tokens, 2);  // the first text may wait one token for a whole character
+
+  const int bad[] = {1, 512};
+  req.prompt = bad;
+  req.prompt_len = 2;
+  r = gen->Run(*s, sampler, req, [](std::string_view) { return true; });
+  EXPECT_EQ(r.reason, StopReason::kError);
+  EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
+
+  // A `full` cache fills up: the loop ends with the feed's error.
+  SessionOptions o;
+  o.kv.policy = EvictionPolicy::kFull;
+  o.kv.capacity = 64;
+  auto full = Session::Create(*model_, o);
+  ASSERT_TRUE(full.ok());
+  req.prompt = prompt.data();
+  req.prompt_len = prompt.size();
+  r = gen->Run(**full, sampler, req, [](std::string_view) { return true; });
+  EXPECT_EQ(r.reason, StopReason::kError);
+  EXPECT_EQ(r.status.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(r.tokens, 64 - static_cast<int64_t>(prompt.size()));
+}
+
+// Two threads, an evicting cache and stop strings that keep prefixes held:
+// the loop allocates nothing in the whole process.
+TEST_F(GeneratorTest, LoopAllocatesNothing) {
+  GeneratorOptions go;
+  go.stop_strings = {"\x01never", "e never\x01", " the end of the end"};
+  go.is_end_of_generation = [](int) { return false; };
+  auto gen = Generator::Create(*tok_, std::move(go));
+  ASSERT_TRUE(gen.ok());
+  auto s = NewSession(/*threads=*/2);
+  Sampler sampler = NewSampler(11);
+  const std::vector<int> prompt = Prompt();
+  ASSERT_TRUE(s->Feed(prompt.data(), prompt.size()).ok());
+  GenerationRequest req;
+  req.prev_token = prompt.back();
+  req.max_tokens = testing::ScaledCount(3000, 200);
+  std::atomic<bool> cancel{false};
+  req.cancel = &cancel;
+  size_t bytes = 0;
+  GenerationResult r;
+  {
+    ScopedAllocationCounter allocations;
+    r = gen->Run(*s, sampler, req, [&](std::string_view t) {
+      bytes += t.size();
+      return true;
+    });
+    EXPECT_EQ(allocations.count(), 0);
+  }
+  EXPECT_EQ(r.reason, StopReason::kMaxTokens);
+  EXPECT_EQ(r.tokens, req.max_tokens);
+  EXPECT_GT(bytes, static_cast<size_t>(req.max_tokens));
+}
+
+}  // namespace
+}  // namespace kvedge
