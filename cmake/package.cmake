@@ -108,7 +108,8 @@ add_library(kvedge::kvedge ALIAS kvedge_shared)
 
 # libkvedge.a: the same code as one archive, for embedders that link statically.
 add_library(kvedge_static STATIC ${_kvedge_objects})
-target_link_libraries(kvedge_static INTERFACE ${_kvedge_static_links})
+# A C program links with the C driver, which does not add the C++ runtime.
+target_link_libraries(kvedge_static INTERFACE ${_kvedge_static_links} stdc++ m)
 target_include_directories(kvedge_static PUBLIC ${_kvedge_public_includes})
 set_target_properties(kvedge_static PROPERTIES OUTPUT_NAME kvedge EXPORT_NAME kvedge_static LINKER_LANGUAGE CXX)
 add_library(kvedge::kvedge_static ALIAS kvedge_static)
@@ -181,7 +182,9 @@ set(CPACK_DEBIAN_CLI_PACKAGE_NAME kvedge)
 set(CPACK_DEBIAN_CLI_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME libkvedge${KVEDGE_ABI_VERSION})
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION libs)
-set(CPACK_DEBIAN_RUNTIME_PACKAGE_GENERATE_SHLIBS ON)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+# Programs built against 0.2.0 run on any later libkvedge0.
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libkvedge-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # find_dependency() in kvedgeConfig.cmake needs the dependencies' CMake files.
