@@ -79,6 +79,12 @@ done
 echo "ok: the CMake (shared and static), pkg-config and Python embedders print the same story"
 tail -n 1 "$work/cmake.txt"
 
+# The README's "Embedding" section shows exactly these commands and examples/stream.py.
+while IFS= read -r line; do
+  [[ -z "$line" ]] || grep -qxF -- "$line" README.md || fail "README.md lacks the line: $line"
+done < <(sed -n '/^# --8<-- embedder commands/,/^# -->8--/{/^#/d;p}' "$0"; tail -n +2 examples/stream.py)
+echo "ok: README.md shows these commands and examples/stream.py"
+
 echo "== Debian packages"
 cpack --config "$build/CPackConfig.cmake" -G DEB -B "$work/deb" >/dev/null
 # Files (not directories) in a .deb, symlinks as "path -> target".
