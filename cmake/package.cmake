@@ -100,9 +100,12 @@ target_include_directories(kvedge_shared PUBLIC ${_kvedge_public_includes})
 set_target_properties(kvedge_shared PROPERTIES
   OUTPUT_NAME kvedge EXPORT_NAME kvedge VERSION ${PROJECT_VERSION} SOVERSION ${KVEDGE_ABI_VERSION}
   LINKER_LANGUAGE CXX)
-# No undefined symbols left for the embedder to supply; only kvedge_* exported.
-target_link_options(kvedge_shared PRIVATE LINKER:--no-undefined
-                    LINKER:--version-script=${PROJECT_SOURCE_DIR}/cmake/libkvedge.map)
+# Only kvedge_* exported; no undefined symbols left for the embedder to supply
+# (except under sanitizers: clang leaves their runtime to the executable).
+target_link_options(kvedge_shared PRIVATE LINKER:--version-script=${PROJECT_SOURCE_DIR}/cmake/libkvedge.map)
+if(NOT KVEDGE_SANITIZE AND NOT KVEDGE_BUILD_FUZZ)
+  target_link_options(kvedge_shared PRIVATE LINKER:--no-undefined)
+endif()
 set_property(TARGET kvedge_shared APPEND PROPERTY LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/libkvedge.map)
 add_library(kvedge::kvedge ALIAS kvedge_shared)
 

@@ -256,13 +256,12 @@ class Session:
         _check(_lib.kvedge_session_create(model._ptr(), ctypes.byref(c), ctypes.byref(handle)))
         self._handle = handle
         self.model = model
-        self._pieces = []
-        # One callback for the session's life: kvedge_session_generate hands it each token's bytes.
-        self._callback = _PIECE_CALLBACK(self._collect)
-
-    def _collect(self, piece, n, user):
-        self._pieces.append(ctypes.string_at(piece, n))
-        return 0
+        # One callback for the session's life: kvedge_session_generate hands it
+        # each token's bytes. It holds the list, not self, so that dropping the
+        # last reference frees the session at once (no cycle to collect).
+        pieces = []
+        self._pieces = pieces
+        self._callback = _PIECE_CALLBACK(lambda piece, n, user: pieces.append(ctypes.string_at(piece, n)) or 0)
 
     def _ptr(self):
         if self._handle is None:

@@ -8,6 +8,7 @@ import dataclasses
 import pathlib
 import threading
 import unittest
+import weakref
 
 import kvedge
 
@@ -165,6 +166,14 @@ class SessionTest(unittest.TestCase):
         session.close()
         with self.assertRaises(ValueError):
             session.feed(PROMPT)
+
+    def test_dropping_the_last_reference_frees_at_once(self):
+        session = kvedge.Session(self.model, **EXACT)
+        session.feed(PROMPT)
+        self.assertEqual(len(list(session.generate(3))), 3)
+        ref = weakref.ref(session)
+        del session
+        self.assertIsNone(ref())
 
     def test_sessions_in_threads_match_one_by_one(self):
         def run(out, index):
