@@ -173,7 +173,7 @@ install(FILES ${PROJECT_BINARY_DIR}/kvedge.pc DESTINATION ${CMAKE_INSTALL_LIBDIR
 set(CPACK_PACKAGE_NAME kvedge)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "LLM inference on CPUs in bounded memory with a compressed KV cache")
-set(CPACK_PACKAGE_CONTACT "kvedge developers <kvedge@localhost>")
+set(CPACK_PACKAGE_CONTACT "kvedge developers")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_DEB_COMPONENT_INSTALL ON)

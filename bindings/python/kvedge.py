@@ -168,7 +168,11 @@ def _check(status):
 
 
 def _utf8(text):
-    return text.encode("utf-8") if isinstance(text, str) else text
+    """UTF-8 bytes for a C string; a NUL inside would silently cut it short."""
+    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    if b"\0" in data:
+        raise ValueError(f"kvedge: text contains a NUL character at byte {data.index(0)}")
+    return data
 
 
 class Model:

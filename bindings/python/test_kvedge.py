@@ -50,6 +50,17 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(self.model.token_piece(403, prev_token=1), b"Once")
         self.assertEqual(self.model.token_piece(407, prev_token=403), b" upon")
 
+    def test_text_with_a_nul_is_refused_not_cut_short(self):
+        with self.assertRaises(ValueError) as caught:
+            self.model.tokenize("Once\0 upon")
+        self.assertIn("byte 4", str(caught.exception))
+
+    def test_invalid_utf8_bytes_raise_with_the_offset(self):
+        with self.assertRaises(kvedge.KvedgeError) as caught:
+            self.model.tokenize(b"bad \xff byte")
+        self.assertEqual(caught.exception.status, kvedge.INVALID_ARGUMENT)
+        self.assertIn("byte 4", caught.exception.message)
+
     def test_missing_file_raises_not_found_with_the_path(self):
         with self.assertRaises(kvedge.KvedgeError) as caught:
             kvedge.Model(ROOT / "models" / "no-such-model.gguf")
