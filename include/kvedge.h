@@ -6,6 +6,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The symbols libkvedge.so exports; everything else in it is hidden. */
+#if defined(__GNUC__)
+#define KVEDGE_API __attribute__((visibility("default")))
+#else
+#define KVEDGE_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -31,7 +38,23 @@ extern "C" {
  * Allocation: all memory of a session is reserved by kvedge_session_create.
  * kvedge_session_feed_tokens, _sample, _generate, _logits, _stats and
  * kvedge_token_piece allocate nothing on success.
+ *
+ * ABI: handles are opaque. Every struct passed by pointer starts with
+ * `size`, the bytes of the struct as the caller's code knows it, so later
+ * versions can append fields: kvedge reads and writes only the fields that
+ * fit, and an output struct's `size` is set to the bytes kvedge filled. The
+ * inline functions below (kvedge_session_config_init, kvedge_model_get_info,
+ * kvedge_session_stats) set `size` to the sizeof your code was compiled with
+ * and call the exported *_sized function; bindings set `size` themselves.
  * ------------------------------------------------------------------------ */
+
+/* The ABI this header describes: the number in libkvedge.so's SONAME. It
+ * changes when a function or struct changes incompatibly; adding functions,
+ * statuses or appended struct fields keeps it. */
+#define KVEDGE_ABI_VERSION 0
+
+/* The ABI of the loaded library; compare with KVEDGE_ABI_VERSION. */
+KVEDGE_API int32_t kvedge_abi_version(void);
 
 typedef enum kvedge_status {
   KVEDGE_OK = 0,
@@ -49,15 +72,15 @@ typedef enum kvedge_status {
 } kvedge_status;
 
 /* A static, human-readable name of a status ("ok", "not found", ...). Never NULL. */
-const char* kvedge_status_name(kvedge_status status);
+KVEDGE_API const char* kvedge_status_name(kvedge_status status);
 
 /* The message of the most recent failed call made by the calling thread, or ""
  * if none failed yet. Successful calls leave it unchanged. The pointer stays
  * valid for the thread's life; its text changes with the thread's next failure. */
-const char* kvedge_last_error(void);
+KVEDGE_API const char* kvedge_last_error(void);
 
 /* The library version, "MAJOR.MINOR.PATCH". Static storage. */
-const char* kvedge_version(void);
+KVEDGE_API const char* kvedge_version(void);
 
 /* ------------------------------------------------------------------------
  * Models
@@ -74,14 +97,16 @@ typedef struct kvedge_model kvedge_model;
  * INVALID_ARGUMENT (NULL model_path or out; a file that is no model; no
  * tokenizer for a llama2.c checkpoint; vocabulary sizes differ).
  * Thread-safe. */
-kvedge_status kvedge_model_load(const char* model_path, const char* tokenizer_path, kvedge_model** out);
+KVEDGE_API kvedge_status kvedge_model_load(const char* model_path, const char* tokenizer_path,
+                                           kvedge_model** out);
 
 /* Releases the caller's reference. Sessions created from the model keep it
  * alive until they are freed, so models and sessions may be freed in any
  * order. NULL is a no-op. Must not race with other calls on the same handle. */
-void kvedge_model_free(kvedge_model* model);
+KVEDGE_API void kvedge_model_free(kvedge_model* model);
 
 typedef struct kvedge_model_info {
+  size_t size;              /* see "ABI" above */
   const char* name;         /* general.name or the file's base name; lives as long as the model */
   const char* format;       /* "gguf" or "llama2c"; lives as long as the model */
   int32_t vocab_size;
@@ -97,8 +122,16 @@ typedef struct kvedge_model_info {
   uint64_t weight_bytes;    /* bytes of all weight tensors */
 } kvedge_model_info;
 
-/* Fills *info. Errors: INVALID_ARGUMENT (NULL). Thread-safe. */
-kvedge_status kvedge_model_get_info(const kvedge_model* model, kvedge_model_info* info);
+/* Fills the first info->size bytes of *info and sets info->size to the bytes
+ * filled. Errors: INVALID_ARGUMENT (NULL; info->size below the first
+ * version's struct). Thread-safe. */
+KVEDGE_API kvedge_status kvedge_model_get_info_sized(const kvedge_model* model, kvedge_model_info* info);
+
+/* Fills *info (kvedge_model_get_info_sized with info->size = sizeof *info). */
+static inline kvedge_status kvedge_model_get_info(const kvedge_model* model, kvedge_model_info* info) {
+  if (info != NULL) info->size = sizeof(*info);
+  return kvedge_model_get_info_sized(model, info);
+}
 
 /* Encodes NUL-terminated UTF-8 `text` into token ids, BOS first if `add_bos`
  * is non-zero. *n_tokens receives the number of ids the text needs; they are
@@ -107,8 +140,8 @@ kvedge_status kvedge_model_get_info(const kvedge_model* model, kvedge_model_info
  * capacity = 0 asks for the size). Errors: INVALID_ARGUMENT (NULL text or
  * n_tokens, out NULL with capacity > 0, invalid UTF-8 with its byte offset).
  * Thread-safe. */
-kvedge_status kvedge_tokenize(const kvedge_model* model, const char* text, int add_bos, int32_t* out,
-                              size_t capacity, size_t* n_tokens);
+KVEDGE_API kvedge_status kvedge_tokenize(const kvedge_model* model, const char* text, int add_bos, int32_t* out,
+                                         size_t capacity, size_t* n_tokens);
 
 /* The bytes token `token` contributes to text when it follows `prev_token`
  * (pass -1 for none): the leading space of the first word after BOS is
@@ -118,8 +151,8 @@ kvedge_status kvedge_tokenize(const kvedge_model* model, const char* text, int a
  * a NUL (the <0x00> token), so use *len. A piece may be part of a UTF-8
  * sequence that the next pieces complete. Errors: INVALID_ARGUMENT (NULL,
  * token outside the vocabulary). Thread-safe. */
-kvedge_status kvedge_token_piece(const kvedge_model* model, int32_t prev_token, int32_t token, const char** piece,
-                                 size_t* len);
+KVEDGE_API kvedge_status kvedge_token_piece(const kvedge_model* model, int32_t prev_token, int32_t token,
+                                            const char** piece, size_t* len);
 
 /* ------------------------------------------------------------------------
  * Sessions
@@ -132,6 +165,7 @@ typedef struct kvedge_session kvedge_session;
  * change fields. Strings are read during kvedge_session_create only; a NULL
  * string means its default. */
 typedef struct kvedge_session_config {
+  size_t size;              /* see "ABI" above; set by kvedge_session_config_init */
   /* KV cache */
   /* NULL policy / formats: the measured defaults, the same as the kvedge CLI's
    * (README "Defaults"): int8, or int4 when budget_bytes cannot hold the model's
@@ -157,51 +191,63 @@ typedef struct kvedge_session_config {
   uint64_t seed;            /* default 0; the same seed reproduces the same stream */
 } kvedge_session_config;
 
+/* Writes the defaults above into the first config->size bytes of *config
+ * and sets config->size to the bytes written. Errors: INVALID_ARGUMENT (NULL;
+ * config->size below the first version's struct: nothing written). */
+KVEDGE_API kvedge_status kvedge_session_config_init_sized(kvedge_session_config* config);
+
 /* Writes the defaults above into *config. NULL is a no-op. */
-void kvedge_session_config_init(kvedge_session_config* config);
+static inline void kvedge_session_config_init(kvedge_session_config* config) {
+  if (config == NULL) return;
+  config->size = sizeof(*config);
+  (void)kvedge_session_config_init_sized(config);
+}
 
 /* Creates a session over `model` (which it keeps alive) and reserves all its
- * memory. `config` NULL means the defaults. Any number of sessions may exist
+ * memory. `config` NULL means the defaults; fields past config->size take
+ * their defaults. Any number of sessions may exist
  * per model, created from any threads. On success *out owns the session.
  * Errors: INVALID_ARGUMENT (NULL model/out, unknown names, out-of-range
- * numbers, threads 0), OUT_OF_BUDGET (budget or capacity below the minimum
+ * numbers, threads 0, config->size below the first version's struct), OUT_OF_BUDGET (budget or capacity below the minimum
  * the policy needs; the message names the minimum), OUT_OF_MEMORY. */
-kvedge_status kvedge_session_create(const kvedge_model* model, const kvedge_session_config* config,
-                                    kvedge_session** out);
+KVEDGE_API kvedge_status kvedge_session_create(const kvedge_model* model, const kvedge_session_config* config,
+                                               kvedge_session** out);
 
 /* Releases the session and its memory. NULL is a no-op. */
-void kvedge_session_free(kvedge_session* session);
+KVEDGE_API void kvedge_session_free(kvedge_session* session);
 
 /* Feeds n token ids (tokens may be NULL when n is 0); afterwards the logits
  * are those after the last id. Allocates nothing. Errors: INVALID_ARGUMENT
  * (NULL, an id outside the vocabulary: nothing fed), CONTEXT_FULL (a "full"
  * cache lacks room for all n: nothing fed). */
-kvedge_status kvedge_session_feed_tokens(kvedge_session* session, const int32_t* tokens, size_t n);
+KVEDGE_API kvedge_status kvedge_session_feed_tokens(kvedge_session* session, const int32_t* tokens, size_t n);
 
 /* Tokenizes NUL-terminated UTF-8 `text` (BOS first if add_bos is non-zero)
  * and feeds the ids. Errors: as kvedge_tokenize and kvedge_session_feed_tokens;
  * on any error nothing is fed. */
-kvedge_status kvedge_session_feed_text(kvedge_session* session, const char* text, int add_bos);
+KVEDGE_API kvedge_status kvedge_session_feed_text(kvedge_session* session, const char* text, int add_bos);
 
 /* Picks the next token from the current logits with the session's sampler.
  * Does not feed it. Allocates nothing. Errors: INVALID_ARGUMENT (NULL),
  * FAILED_PRECONDITION (nothing fed yet). */
-kvedge_status kvedge_session_sample(kvedge_session* session, int32_t* token);
+KVEDGE_API kvedge_status kvedge_session_sample(kvedge_session* session, int32_t* token);
 
 /* The logits after the last fed token: *logits points to *n_vocab floats
  * owned by the session, valid until the next feed or kvedge_session_free.
  * Errors: INVALID_ARGUMENT (NULL), FAILED_PRECONDITION (nothing fed yet). */
-kvedge_status kvedge_session_logits(const kvedge_session* session, const float** logits, int32_t* n_vocab);
+KVEDGE_API kvedge_status kvedge_session_logits(const kvedge_session* session, const float** logits,
+                                               int32_t* n_vocab);
 
 /* The last token fed to the session, or -1 before the first; pass it as
  * prev_token to kvedge_token_piece. Errors: INVALID_ARGUMENT (NULL). */
-kvedge_status kvedge_session_last_token(const kvedge_session* session, int32_t* token);
+KVEDGE_API kvedge_status kvedge_session_last_token(const kvedge_session* session, int32_t* token);
 
 /* The model a session runs (borrowed; valid while the session lives). NULL
  * for a NULL session. */
-const kvedge_model* kvedge_session_model(const kvedge_session* session);
+KVEDGE_API const kvedge_model* kvedge_session_model(const kvedge_session* session);
 
 typedef struct kvedge_stats {
+  size_t size;              /* see "ABI" above */
   uint64_t tokens_seen;     /* tokens fed over the session's life */
   uint64_t tokens_held;     /* tokens in the cache now */
   uint64_t tokens_evicted;
@@ -213,8 +259,16 @@ typedef struct kvedge_stats {
   double compression;       /* f16_full_bytes / held_bytes; 0 before any token */
 } kvedge_stats;
 
-/* Fills *stats. Errors: INVALID_ARGUMENT (NULL). */
-kvedge_status kvedge_session_stats(const kvedge_session* session, kvedge_stats* stats);
+/* Fills the first stats->size bytes of *stats and sets stats->size to the
+ * bytes filled. Errors: INVALID_ARGUMENT (NULL; stats->size below the first
+ * version's struct). */
+KVEDGE_API kvedge_status kvedge_session_stats_sized(const kvedge_session* session, kvedge_stats* stats);
+
+/* Fills *stats (kvedge_session_stats_sized with stats->size = sizeof *stats). */
+static inline kvedge_status kvedge_session_stats(const kvedge_session* session, kvedge_stats* stats) {
+  if (stats != NULL) stats->size = sizeof(*stats);
+  return kvedge_session_stats_sized(session, stats);
+}
 
 /* Receives generated text (not NUL-terminated in general), always in whole
  * UTF-8 characters. Return 0 to continue, non-zero to stop. */
@@ -230,8 +284,8 @@ typedef int (*kvedge_piece_callback)(const char* piece, size_t len, void* user);
  * callback returns non-zero. *n_generated (may be NULL) receives the number
  * of tokens fed, also on error. Errors: as kvedge_session_sample and
  * kvedge_session_feed_tokens (CONTEXT_FULL when a "full" cache fills up). */
-kvedge_status kvedge_session_generate(kvedge_session* session, int32_t max_tokens, kvedge_piece_callback callback,
-                                      void* user, int32_t* n_generated);
+KVEDGE_API kvedge_status kvedge_session_generate(kvedge_session* session, int32_t max_tokens,
+                                                 kvedge_piece_callback callback, void* user, int32_t* n_generated);
 
 /* ------------------------------------------------------------------------
  * Session files
@@ -247,7 +301,7 @@ kvedge_status kvedge_session_generate(kvedge_session* session, int32_t max_token
  * Costs time in proportion to the bytes the cache holds; allocates a 1 MiB
  * buffer. Errors: INVALID_ARGUMENT (NULL), IO (the message names the step
  * and the OS reason; `path` is untouched). docs/session-files.md has the format. */
-kvedge_status kvedge_session_save(const kvedge_session* session, const char* path);
+KVEDGE_API kvedge_status kvedge_session_save(const kvedge_session* session, const char* path);
 
 /* Restores a state saved by kvedge_session_save into `session`, which must
  * run the same model with the same KV configuration (policy, formats, sizes;
@@ -259,7 +313,7 @@ kvedge_status kvedge_session_save(const kvedge_session* session, const char* pat
  * another model or KV configuration — the message names what differs),
  * NOT_FOUND, CORRUPT (not a session file, truncated, a checksum mismatch),
  * UNSUPPORTED (written by a newer kvedge), IO. */
-kvedge_status kvedge_session_load(kvedge_session* session, const char* path);
+KVEDGE_API kvedge_status kvedge_session_load(kvedge_session* session, const char* path);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -7,10 +7,11 @@
 #   4. aarch64 cross build + ctest under qemu-aarch64: every suite on NEON (cortex-a72); the SIMD and
 #      KV-cache suites (the code that dispatches per target) again on SVE at 256 and 512 bits (SVE_256, SVE2)
 #   5. fuzz smoke (libFuzzer, short) when its script exists
+#   6. install: scripts/test-install.sh (install, CMake/pkg-config/Python embedders, .deb contents)
+# Usage: scripts/test.sh [--only release|asan|tsan|aarch64|fuzz|install]...  (default: all)
 # Builds go through ccache (CMakeLists.txt), so a clone whose sources were built before rebuilds in
 # seconds; each stage builds only the targets it runs. The sanitizer stages run the soak-style loops
 # at a tenth of their length (KVEDGE_TEST_SCALE=0.1); the release stage runs them in full.
-# Usage: scripts/test.sh [--only release|asan|tsan|aarch64|fuzz]...  (default: all)
 # Prints a summary of what ran; exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,11 +20,11 @@ stages=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --only) stages+=("$2"); shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
-[[ ${#stages[@]} -eq 0 ]] && stages=(release asan tsan aarch64 fuzz)
+[[ ${#stages[@]} -eq 0 ]] && stages=(release asan tsan aarch64 fuzz install)
 
 want() { local s; for s in "${stages[@]}"; do [[ "$s" == "$1" ]] && return 0; done; return 1; }
 
@@ -111,6 +112,11 @@ if want fuzz && [[ -x scripts/fuzz-smoke.sh ]]; then
   t0=$(date +%s)
   scripts/fuzz-smoke.sh 20
   summary+=("fuzz smoke ($(minutes_since "$t0") min)")
+fi
+if want install; then
+  t0=$(date +%s)
+  scripts/test-install.sh
+  summary+=("install: embedders (CMake, pkg-config, Python) and .deb contents ($(minutes_since "$t0") min)")
 fi
 
 echo

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <new>
@@ -174,6 +176,55 @@ kvedge_status FeedTokens(kvedge_session& s, const int* tokens, size_t n, const c
   return KVEDGE_OK;
 }
 
+// The bytes of each struct in ABI 0, the smallest `size` accepted. Frozen:
+// fields appended later lie past these and are read or written only when the
+// caller's size covers them.
+constexpr size_t kModelInfoSizeAbi0 = offsetof(kvedge_model_info, weight_bytes) + sizeof(uint64_t);
+constexpr size_t kSessionConfigSizeAbi0 = offsetof(kvedge_session_config, seed) + sizeof(uint64_t);
+constexpr size_t kStatsSizeAbi0 = offsetof(kvedge_stats, compression) + sizeof(double);
+
+// Allocates nothing, also on failure.
+kvedge_status CheckSize(size_t size, size_t minimum, const char* function, const char* field) {
+  if (size >= minimum) return KVEDGE_OK;
+  std::snprintf(t_last_error, sizeof(t_last_error), "%s: %s is %zu (expected at least %zu: set it to the struct's sizeof)",
+                function, field, size, minimum);
+  return KVEDGE_INVALID_ARGUMENT;
+}
+
+// Copies the fields of `full` that fit in out->size bytes to *out and sets
+// out->size to the bytes copied. `size` is each struct's first member.
+template <typename T>
+void CopySized(const T& full, T* out) {
+  const size_t n = std::min(out->size, sizeof(T));
+  std::memcpy(static_cast<void*>(out), &full, n);
+  out->size = n;
+}
+
+// The defaults of every field but `size`: those of the C++ options.
+// The C API's defaults: NULL policy and formats, so that DefaultConfig
+// (runtime/engine/defaults.h) chooses them from the size, as the CLI does.
+void FillConfigDefaults(kvedge_session_config* config) {
+  const KvRequest kv;
+  const SessionOptions session;
+  const SamplerOptions sampler;
+  config->policy = nullptr;
+  config->key_format = nullptr;
+  config->value_format = nullptr;
+  config->sinks = kv.sinks;
+  config->heavy = kv.heavy;
+  config->window = kv.window;
+  config->capacity_tokens = kv.capacity;
+  config->budget_bytes = kv.budget_bytes;
+  config->positions = PositionModeName(kv.positions);
+  config->h2o_decay = kv.h2o_decay;
+  config->threads = session.threads;
+  config->max_batch = session.max_batch;
+  config->temperature = sampler.temperature;
+  config->top_k = sampler.top_k;
+  config->top_p = sampler.top_p;
+  config->seed = sampler.seed;
+}
+
 kvedge_status NeedLogits(const kvedge_session& s, const char* function) {
   if (s.session->tokens_fed() == 0) {
     return Fail(KVEDGE_FAILED_PRECONDITION, function, "no logits yet: feed at least one token first");
@@ -212,6 +263,8 @@ const char* kvedge_last_error(void) { return kvedge::t_last_error; }
 
 const char* kvedge_version(void) { return KVEDGE_VERSION_STRING; }
 
+int32_t kvedge_abi_version(void) { return KVEDGE_ABI_VERSION; }
+
 kvedge_status kvedge_model_load(const char* model_path, const char* tokenizer_path, kvedge_model** out) {
   const char* const fn = __func__;  // __func__ inside a lambda names the lambda
   if (model_path == nullptr) return NullArgument(fn, "model_path");
@@ -233,23 +286,28 @@ void kvedge_model_free(kvedge_model* model) {
   if (model != nullptr) kvedge::Release(model);
 }
 
-kvedge_status kvedge_model_get_info(const kvedge_model* model, kvedge_model_info* info) {
+kvedge_status kvedge_model_get_info_sized(const kvedge_model* model, kvedge_model_info* info) {
   if (model == nullptr) return NullArgument(__func__, "model");
   if (info == nullptr) return NullArgument(__func__, "info");
+  const kvedge_status sized = kvedge::CheckSize(info->size, kvedge::kModelInfoSizeAbi0, __func__, "info->size");
+  if (sized != KVEDGE_OK) return sized;
   const kvedge::ModelConfig& c = model->weights->config;
-  info->name = c.name.c_str();
-  info->format = model->weights->format.c_str();
-  info->vocab_size = c.vocab_size;
-  info->context_length = c.context_length;
-  info->n_layers = c.n_layers;
-  info->dim = c.dim;
-  info->hidden_dim = c.hidden_dim;
-  info->n_heads = c.n_heads;
-  info->n_kv_heads = c.n_kv_heads;
-  info->head_dim = c.head_dim;
-  info->bos_token = model->tokenizer->bos();
-  info->eos_token = model->tokenizer->eos();
-  info->weight_bytes = model->weights->weight_bytes;
+  kvedge_model_info full{};
+  full.size = sizeof(full);
+  full.name = c.name.c_str();
+  full.format = model->weights->format.c_str();
+  full.vocab_size = c.vocab_size;
+  full.context_length = c.context_length;
+  full.n_layers = c.n_layers;
+  full.dim = c.dim;
+  full.hidden_dim = c.hidden_dim;
+  full.n_heads = c.n_heads;
+  full.n_kv_heads = c.n_kv_heads;
+  full.head_dim = c.head_dim;
+  full.bos_token = model->tokenizer->bos();
+  full.eos_token = model->tokenizer->eos();
+  full.weight_bytes = model->weights->weight_bytes;
+  kvedge::CopySized(full, info);
   return KVEDGE_OK;
 }
 
@@ -296,29 +354,16 @@ kvedge_status kvedge_token_piece(const kvedge_model* model, int32_t prev_token, 
   });
 }
 
-void kvedge_session_config_init(kvedge_session_config* config) {
-  if (config == nullptr) return;
-  const kvedge::KvRequest kv;
-  const kvedge::SessionOptions session;
-  const kvedge::SamplerOptions sampler;
-  *config = kvedge_session_config{};
-  // NULL policy and formats: DefaultConfig chooses them from the size.
-  config->policy = nullptr;
-  config->key_format = nullptr;
-  config->value_format = nullptr;
-  config->sinks = kv.sinks;
-  config->heavy = kv.heavy;
-  config->window = kv.window;
-  config->capacity_tokens = kv.capacity;
-  config->budget_bytes = kv.budget_bytes;
-  config->positions = kvedge::PositionModeName(kv.positions);
-  config->h2o_decay = kv.h2o_decay;
-  config->threads = session.threads;
-  config->max_batch = session.max_batch;
-  config->temperature = sampler.temperature;
-  config->top_k = sampler.top_k;
-  config->top_p = sampler.top_p;
-  config->seed = sampler.seed;
+kvedge_status kvedge_session_config_init_sized(kvedge_session_config* config) {
+  if (config == nullptr) return NullArgument(__func__, "config");
+  const kvedge_status sized =
+      kvedge::CheckSize(config->size, kvedge::kSessionConfigSizeAbi0, __func__, "config->size");
+  if (sized != KVEDGE_OK) return sized;
+  kvedge_session_config full{};
+  full.size = sizeof(full);
+  kvedge::FillConfigDefaults(&full);
+  kvedge::CopySized(full, config);
+  return KVEDGE_OK;
 }
 
 kvedge_status kvedge_session_create(const kvedge_model* model, const kvedge_session_config* config,
@@ -327,14 +372,18 @@ kvedge_status kvedge_session_create(const kvedge_model* model, const kvedge_sess
   if (model == nullptr) return NullArgument(fn, "model");
   if (out == nullptr) return NullArgument(fn, "out");
   return Guarded(fn, [&] {
-    kvedge_session_config defaults;
-    if (config == nullptr) {
-      kvedge_session_config_init(&defaults);
-      config = &defaults;
+    // The caller's fields over the defaults: fields past config->size keep theirs.
+    kvedge_session_config merged{};
+    kvedge::FillConfigDefaults(&merged);
+    if (config != nullptr) {
+      const kvedge_status sized = kvedge::CheckSize(config->size, kvedge::kSessionConfigSizeAbi0, fn, "config->size");
+      if (sized != KVEDGE_OK) return sized;
+      std::memcpy(static_cast<void*>(&merged), config, std::min(config->size, sizeof(merged)));
     }
+    merged.size = sizeof(merged);
     kvedge::SessionOptions options;
     kvedge::SamplerOptions sampler_options;
-    const kvedge::Status parsed = kvedge::ToOptions(*model, *config, &options, &sampler_options);
+    const kvedge::Status parsed = kvedge::ToOptions(*model, merged, &options, &sampler_options);
     if (!parsed.ok()) return Fail(parsed, fn);
     auto sampler = kvedge::Sampler::Create(sampler_options, model->weights->config.vocab_size);
     if (!sampler.ok()) return Fail(sampler.status(), fn);
@@ -409,21 +458,26 @@ const kvedge_model* kvedge_session_model(const kvedge_session* session) {
   return session != nullptr ? session->model : nullptr;
 }
 
-kvedge_status kvedge_session_stats(const kvedge_session* session, kvedge_stats* stats) {
+kvedge_status kvedge_session_stats_sized(const kvedge_session* session, kvedge_stats* stats) {
   if (session == nullptr) return NullArgument(__func__, "session");
   if (stats == nullptr) return NullArgument(__func__, "stats");
+  const kvedge_status sized = kvedge::CheckSize(stats->size, kvedge::kStatsSizeAbi0, __func__, "stats->size");
+  if (sized != KVEDGE_OK) return sized;
   const kvedge::KvCache& cache = session->session->cache();
   const kvedge::KvCacheStats s = cache.Stats();
-  stats->tokens_seen = s.tokens_seen;
-  stats->tokens_held = s.tokens_held;
-  stats->tokens_evicted = s.tokens_evicted;
-  stats->capacity_tokens = static_cast<uint64_t>(cache.plan().capacity);
-  stats->arena_bytes = s.arena_bytes;
-  stats->held_bytes = s.held_bytes;
-  stats->f16_full_bytes = s.f16_full_bytes;
-  stats->reserved_bytes = session->session->reserved_bytes();
-  stats->compression =
+  kvedge_stats full{};
+  full.size = sizeof(full);
+  full.tokens_seen = s.tokens_seen;
+  full.tokens_held = s.tokens_held;
+  full.tokens_evicted = s.tokens_evicted;
+  full.capacity_tokens = static_cast<uint64_t>(cache.plan().capacity);
+  full.arena_bytes = s.arena_bytes;
+  full.held_bytes = s.held_bytes;
+  full.f16_full_bytes = s.f16_full_bytes;
+  full.reserved_bytes = session->session->reserved_bytes();
+  full.compression =
       s.held_bytes > 0 ? static_cast<double>(s.f16_full_bytes) / static_cast<double>(s.held_bytes) : 0.0;
+  kvedge::CopySized(full, stats);
   return KVEDGE_OK;
 }
 

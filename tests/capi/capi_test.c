@@ -320,6 +320,59 @@ static void TestBadConfigs(const kvedge_model* model) {
   kvedge_session_free(session);
 }
 
+/* ABI discipline: structs carry their size; too small is refused untouched,
+ * a newer caller's larger struct gets the fields this library knows. */
+static void TestAbiSizes(const kvedge_model* model) {
+  CHECK(kvedge_abi_version() == KVEDGE_ABI_VERSION);
+
+  kvedge_model_info info;
+  memset(&info, 0xAB, sizeof(info));
+  info.size = sizeof(info) - 1;
+  CHECK(kvedge_model_get_info_sized(model, &info) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("info->size"));
+  CHECK(info.size == sizeof(info) - 1 && info.vocab_size != 512);
+
+  /* A caller compiled against a later header: its struct has more fields. */
+  struct {
+    kvedge_model_info known;
+    unsigned char later[16];
+  } bigger;
+  memset(&bigger, 0xAB, sizeof(bigger));
+  bigger.known.size = sizeof(bigger);
+  CHECK(kvedge_model_get_info_sized(model, &bigger.known) == KVEDGE_OK);
+  CHECK(bigger.known.size == sizeof(kvedge_model_info) && bigger.known.vocab_size == 512);
+  CHECK(bigger.later[0] == 0xAB && bigger.later[15] == 0xAB);
+
+  kvedge_session_config config;
+  config.size = 4;
+  CHECK(kvedge_session_config_init_sized(&config) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("config->size"));
+  CHECK(kvedge_session_config_init_sized(NULL) == KVEDGE_INVALID_ARGUMENT);
+  kvedge_session* session = NULL;
+  CHECK(kvedge_session_create(model, &config, &session) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("config->size"));
+  CHECK(session == NULL);
+  kvedge_session_config_init(&config);
+  CHECK(config.size == sizeof(config));
+
+  struct {
+    kvedge_session_config known;
+    unsigned char later[16];
+  } bigger_config;
+  memset(&bigger_config, 0xAB, sizeof(bigger_config));
+  bigger_config.known.size = sizeof(bigger_config);
+  CHECK(kvedge_session_config_init_sized(&bigger_config.known) == KVEDGE_OK);
+  CHECK(bigger_config.known.size == sizeof(kvedge_session_config) && bigger_config.later[0] == 0xAB);
+  bigger_config.known.size = sizeof(bigger_config); /* fields past the known ones are not read */
+  bigger_config.known.capacity_tokens = 64;
+  CHECK(kvedge_session_create(model, &bigger_config.known, &session) == KVEDGE_OK);
+  if (session == NULL) return;
+
+  kvedge_stats stats;
+  memset(&stats, 0, sizeof(stats));
+  CHECK(kvedge_session_stats_sized(session, &stats) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("stats->size"));
+  CHECK(kvedge_session_stats(session, &stats) == KVEDGE_OK);
+  CHECK(stats.size == sizeof(stats) && stats.capacity_tokens == 64);
+  kvedge_session_free(session);
+}
+
 /* Sessions keep their model alive: freeing the model first is allowed. */
 static void TestModelOutlivedBySession(void) {
   kvedge_model* model = NULL;
@@ -427,6 +480,7 @@ int main(void) {
     TestSessionErrors(model);
     TestBadConfigs(model);
     TestSessionFiles(model);
+    TestAbiSizes(model);
     kvedge_model_free(model);
   }
   TestModelOutlivedBySession();

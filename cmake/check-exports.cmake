@@ -1,0 +1,42 @@
+# ctest kvedge_shared_exports: the dynamic symbols libkvedge.so defines are
+# exactly the functions include/kvedge.h declares KVEDGE_API, and every
+# function it declares (but the static inline ones) carries KVEDGE_API.
+# cmake -DNM=nm -DLIBRARY=libkvedge.so -DHEADER=include/kvedge.h -P check-exports.cmake
+execute_process(COMMAND ${NM} -D --defined-only ${LIBRARY} OUTPUT_VARIABLE _nm RESULT_VARIABLE _rc)
+if(NOT _rc EQUAL 0)
+  message(FATAL_ERROR "${NM} -D --defined-only ${LIBRARY} failed (${_rc})")
+endif()
+string(REGEX MATCHALL "[^\n]+" _lines "${_nm}")
+set(_exported)
+foreach(_line IN LISTS _lines)
+  # "address type name[@version]"
+  string(REGEX REPLACE "^[0-9a-fA-F]* *[A-Za-z] ([^ @]+).*$" "\\1" _name "${_line}")
+  list(APPEND _exported ${_name})
+endforeach()
+file(READ ${HEADER} _header)
+string(REGEX MATCHALL "KVEDGE_API [^(;]*[ *](kvedge_[a-z0-9_]+)\\(" _decls "${_header}")
+set(_declared)
+foreach(_decl IN LISTS _decls)
+  string(REGEX REPLACE ".*[ *](kvedge_[a-z0-9_]+)\\($" "\\1" _name "${_decl}")
+  list(APPEND _declared ${_name})
+endforeach()
+# A function declared without the macro would be hidden: name it.
+string(REGEX MATCHALL "\n[A-Za-z_][A-Za-z0-9_ *]*[ *]kvedge_[a-z0-9_]+\\(" _all_decls "${_header}")
+foreach(_decl IN LISTS _all_decls)
+  string(STRIP "${_decl}" _decl)
+  if(NOT _decl MATCHES "^(KVEDGE_API|static inline|typedef) ")
+    message(FATAL_ERROR "${HEADER}: '${_decl}...' is declared without KVEDGE_API")
+  endif()
+endforeach()
+list(SORT _exported)
+list(SORT _declared)
+set(_extra ${_exported})
+list(REMOVE_ITEM _extra ${_declared})
+set(_missing ${_declared})
+list(REMOVE_ITEM _missing ${_exported})
+list(LENGTH _declared _n)
+if(_extra OR _missing OR _n EQUAL 0)
+  message(FATAL_ERROR "${LIBRARY} exports what ${HEADER} does not declare: [${_extra}]; "
+                      "declared but not exported: [${_missing}]")
+endif()
+message(STATUS "${LIBRARY} exports exactly the ${_n} KVEDGE_API functions of kvedge.h")
