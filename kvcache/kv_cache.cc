@@ -15,20 +15,11 @@ namespace {
 constexpr int G = kKvBlockTokens;
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
 
-// Carves per-thread scratch (see ScratchBytes in kv_cache_plan.cc) in order.
-class ScratchCarver {
- public:
-  explicit ScratchCarver(uint8_t* base) : p_(base) {}
-  template <typename T>
-  T* Take(size_t count) {
-    T* out = reinterpret_cast<T*>(p_);
-    p_ += RoundUp(count * sizeof(T), kAlignment);
-    return out;
-  }
-
- private:
-  uint8_t* p_;
-};
+// A region of a thread's scratch (KvCachePlan::scratch) as an array of T.
+template <typename T>
+T* ScratchAt(uint8_t* scratch, const Region& r) {
+  return reinterpret_cast<T*>(scratch + r.offset);
+}
 
 // Writes a token's (already rotated) key as column `slot` of a
 // channel-major [D][G] block of format f16 or f32.
@@ -99,28 +90,6 @@ StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCachePlan& plan, Memo
                                                     : AlignedBuffer::Allocate(plan.arena_bytes, "KV arena");
   if (!arena.ok()) return arena.status();
   std::unique_ptr<KvCache> c(new KvCache(plan, std::move(arena).value()));
-  const int d = plan.shape.head_dim;
-  const int blocks = plan.heavy_blocks + plan.ring_blocks;
-  size_t off = 0;
-  c->off_sink_k_ = off;
-  off += static_cast<size_t>(plan.sinks) * d * sizeof(float);
-  c->off_sink_v_ = off;
-  off = RoundUp(off + static_cast<size_t>(plan.sinks) * d * sizeof(float), kAlignment);
-  c->off_blocks_k_ = off;
-  off = RoundUp(off + static_cast<size_t>(blocks) * plan.key_block_bytes, kAlignment);
-  c->off_blocks_v_ = off;
-  off = RoundUp(off + static_cast<size_t>(blocks) * plan.value_block_bytes, kAlignment);
-  c->off_tail_k_ = off;
-  off = RoundUp(off + plan.tail_key_bytes, kAlignment);
-  c->off_tail_v_ = off;
-  off = RoundUp(off + plan.tail_value_bytes, kAlignment);
-  if (plan.policy == EvictionPolicy::kH2O) {
-    c->off_scores_ = off;
-    off = RoundUp(off + static_cast<size_t>(blocks + 1) * G * sizeof(float), kAlignment);
-    c->off_heavy_ids_ = off;
-    off = RoundUp(off + static_cast<size_t>(plan.heavy_blocks) * G * sizeof(int64_t), kAlignment);
-  }
-  KVEDGE_CHECK(off == plan.lane_bytes);
   c->lanes_ = c->arena_.data();
   float* rope_storage = reinterpret_cast<float*>(c->lanes_ + static_cast<size_t>(plan.lanes()) * plan.lane_bytes);
   c->rope_ = RopeTable(plan.shape.rope_theta, plan.shape.rope_dim, plan.capacity + G, rope_storage);
@@ -178,15 +147,14 @@ void KvCache::AppendLane(LayerState& st, int layer, int kv_head, const float* k,
   const int d = plan_.shape.head_dim;
   const int rd = plan_.shape.rope_dim;
   uint8_t* lane = Lane(layer, kv_head);
-  ScratchCarver carve(scratch);
-  float* angles = carve.Take<float>(2 * static_cast<size_t>(d));  // rotated key, angles
+  float* angles = ScratchAt<float>(scratch, plan_.scratch.query);  // rotated key, angles
   float* rotated = angles + d;
   if (st.sinks_filled < plan_.sinks) {
     const int slot = st.sinks_filled;
     rope_.Angles(slot, angles);
     RopeRotate(d, rd, angles, k, rotated);
-    std::memcpy(reinterpret_cast<float*>(lane + off_sink_k_) + static_cast<size_t>(slot) * d, rotated, d * sizeof(float));
-    std::memcpy(reinterpret_cast<float*>(lane + off_sink_v_) + static_cast<size_t>(slot) * d, v, d * sizeof(float));
+    std::memcpy(reinterpret_cast<float*>(lane + plan_.lane.sink_keys.offset) + static_cast<size_t>(slot) * d, rotated, d * sizeof(float));
+    std::memcpy(reinterpret_cast<float*>(lane + plan_.lane.sink_values.offset) + static_cast<size_t>(slot) * d, v, d * sizeof(float));
     return;
   }
   const int slot = st.tail_count;
@@ -197,30 +165,30 @@ void KvCache::AppendLane(LayerState& st, int layer, int kv_head, const float* k,
   }
   RopeRotate(d, rd, angles, k, rotated);
   if (plan_.hot_tail) {
-    WriteKeyColumn(plan_.tail_format, d, rotated, lane + off_tail_k_, slot);
-    WriteValueRow(plan_.tail_format, d, v, lane + off_tail_v_, slot);
+    WriteKeyColumn(plan_.tail_format, d, rotated, lane + plan_.lane.tail_keys.offset, slot);
+    WriteValueRow(plan_.tail_format, d, v, lane + plan_.lane.tail_values.offset, slot);
   } else {
     // The partial block lives only in its quantized form: decode, add the
     // token, pad the free slots with it (padding never widens a range),
     // re-encode. Earlier tokens are re-quantized from their own codes.
-    float* key_block = carve.Take<float>(static_cast<size_t>(G) * d);    // [D][G]
-    float* value_block = carve.Take<float>(static_cast<size_t>(G) * d);  // [G][D]
-    float* tmp = carve.Take<float>(static_cast<size_t>(G) * d);
+    float* key_block = ScratchAt<float>(scratch, plan_.scratch.stage_keys);      // [D][G]
+    float* value_block = ScratchAt<float>(scratch, plan_.scratch.stage_values);  // [G][D]
+    float* tmp = ScratchAt<float>(scratch, plan_.scratch.stage_tmp);
     const KvFormat kf = plan_.key_format, vf = plan_.value_format;
     const bool token_major = plan_.TokenMajorKeys(kf);
     if (slot > 0) {
-      DecodeKeys(kf, token_major, d, lane + off_tail_k_, key_block, tmp);
-      DecodeValueBlock(vf, d, lane + off_tail_v_, value_block);
+      DecodeKeys(kf, token_major, d, lane + plan_.lane.tail_keys.offset, key_block, tmp);
+      DecodeValueBlock(vf, d, lane + plan_.lane.tail_values.offset, value_block);
     }
     for (int t = slot; t < G; ++t) {
       for (int c = 0; c < d; ++c) key_block[c * G + t] = rotated[c];
       std::memcpy(value_block + static_cast<size_t>(t) * d, v, d * sizeof(float));
     }
-    EncodeKeys(kf, token_major, d, key_block, lane + off_tail_k_, tmp);
-    EncodeValueBlock(vf, d, value_block, lane + off_tail_v_);
+    EncodeKeys(kf, token_major, d, key_block, lane + plan_.lane.tail_keys.offset, tmp);
+    EncodeValueBlock(vf, d, value_block, lane + plan_.lane.tail_values.offset);
   }
   if (plan_.policy == EvictionPolicy::kH2O) {
-    float* scores = reinterpret_cast<float*>(lane + off_scores_);
+    float* scores = reinterpret_cast<float*>(lane + plan_.lane.scores.offset);
     scores[static_cast<size_t>(plan_.heavy_blocks + plan_.ring_blocks) * G + slot] = 0.0f;
   }
 }
@@ -238,24 +206,23 @@ void KvCache::SealTail(LayerState& st, int layer, uint8_t* scratch) {
   KVEDGE_CHECK(st.ring_count < plan_.ring_blocks);
   const int slot = (st.ring_head + st.ring_count) % plan_.ring_blocks;
   const int storage = plan_.heavy_blocks + slot;
-  ScratchCarver carve(scratch);
-  float* staging = carve.Take<float>(static_cast<size_t>(G) * d);
-  float* tmp = carve.Take<float>(static_cast<size_t>(G) * d);
+  float* staging = ScratchAt<float>(scratch, plan_.scratch.stage_keys);
+  float* tmp = ScratchAt<float>(scratch, plan_.scratch.stage_tmp);
   for (int h = 0; h < plan_.shape.n_kv_heads; ++h) {
     uint8_t* lane = Lane(layer, h);
-    uint8_t* key_dst = lane + off_blocks_k_ + storage * plan_.key_block_bytes;
-    uint8_t* value_dst = lane + off_blocks_v_ + storage * plan_.value_block_bytes;
+    uint8_t* key_dst = lane + plan_.lane.block_keys.offset + storage * plan_.key_block_bytes;
+    uint8_t* value_dst = lane + plan_.lane.block_values.offset + storage * plan_.value_block_bytes;
     if (plan_.hot_tail) {
-      DecodeKeyBlock(plan_.tail_format, d, lane + off_tail_k_, staging);
+      DecodeKeyBlock(plan_.tail_format, d, lane + plan_.lane.tail_keys.offset, staging);
       EncodeKeys(plan_.key_format, plan_.TokenMajorKeys(plan_.key_format), d, staging, key_dst, tmp);
-      DecodeValueBlock(plan_.tail_format, d, lane + off_tail_v_, staging);
+      DecodeValueBlock(plan_.tail_format, d, lane + plan_.lane.tail_values.offset, staging);
       EncodeValueBlock(plan_.value_format, d, staging, value_dst);
     } else {  // the tail already holds the block in its final format
-      std::memcpy(key_dst, lane + off_tail_k_, plan_.key_block_bytes);
-      std::memcpy(value_dst, lane + off_tail_v_, plan_.value_block_bytes);
+      std::memcpy(key_dst, lane + plan_.lane.tail_keys.offset, plan_.key_block_bytes);
+      std::memcpy(value_dst, lane + plan_.lane.tail_values.offset, plan_.value_block_bytes);
     }
     if (plan_.policy == EvictionPolicy::kH2O) {
-      float* scores = reinterpret_cast<float*>(lane + off_scores_);
+      float* scores = reinterpret_cast<float*>(lane + plan_.lane.scores.offset);
       std::memcpy(scores + static_cast<size_t>(storage) * G,
                   scores + static_cast<size_t>(plan_.heavy_blocks + plan_.ring_blocks) * G, G * sizeof(float));
     }
@@ -272,23 +239,22 @@ void KvCache::MergeHeavy(LayerState& st, int layer, int kv_head, int leaving_slo
   const bool pre = plan_.key_rope == KeyRope::kPre;  // stored keys carry no rotation
   const bool token_major = plan_.TokenMajorKeys(plan_.key_format);
   uint8_t* lane = Lane(layer, kv_head);
-  float* scores = reinterpret_cast<float*>(lane + off_scores_);
-  int64_t* heavy_ids = reinterpret_cast<int64_t*>(lane + off_heavy_ids_);
+  float* scores = reinterpret_cast<float*>(lane + plan_.lane.scores.offset);
+  int64_t* heavy_ids = reinterpret_cast<int64_t*>(lane + plan_.lane.heavy_ids.offset);
   const int h_old = st.heavy_count;
   const int n_cand = h_old + G;
   const int n_keep = std::min(plan_.heavy, n_cand);
 
-  ScratchCarver carve(scratch);
-  float* block_k = carve.Take<float>(static_cast<size_t>(G) * d);  // [D][G]
-  float* block_v = carve.Take<float>(static_cast<size_t>(G) * d);  // [G][D]
-  float* tmp = carve.Take<float>(static_cast<size_t>(G) * d);
+  float* block_k = ScratchAt<float>(scratch, plan_.scratch.stage_keys);    // [D][G]
+  float* block_v = ScratchAt<float>(scratch, plan_.scratch.stage_values);  // [G][D]
+  float* tmp = ScratchAt<float>(scratch, plan_.scratch.stage_tmp);
   const size_t merge = static_cast<size_t>(plan_.heavy_blocks) * G + G;
-  float* cand_k = carve.Take<float>(2 * merge * d);                // [cand][D] keys, then values
+  float* cand_k = ScratchAt<float>(scratch, plan_.scratch.candidates);  // [cand][D] keys, then values
   float* cand_v = cand_k + merge * d;
-  float* cand_score = carve.Take<float>(merge);  // ranking key (see rank below)
-  int64_t* cand_id = carve.Take<int64_t>(merge);    // stream index
-  int64_t* old_index = carve.Take<int64_t>(merge);  // rotation index the stored key carries
-  int32_t* order = carve.Take<int32_t>(merge);
+  float* cand_score = ScratchAt<float>(scratch, plan_.scratch.cand_scores);  // ranking key (see rank below)
+  int64_t* cand_id = ScratchAt<int64_t>(scratch, plan_.scratch.cand_ids);     // stream index
+  int64_t* old_index = ScratchAt<int64_t>(scratch, plan_.scratch.cand_index);  // rotation index the stored key carries
+  int32_t* order = ScratchAt<int32_t>(scratch, plan_.scratch.cand_order);
 
   // Gather candidates: current heavy hitters, then the leaving ring block.
   // Heavy keys carry R(slot % G) (in-cache) or R(stream index) (absolute);
@@ -308,14 +274,14 @@ void KvCache::MergeHeavy(LayerState& st, int layer, int kv_head, int leaving_slo
   };
   for (int b = 0; b * G < h_old; ++b) {
     const int count = std::min(G, h_old - b * G);
-    gather(lane + off_blocks_k_ + b * plan_.key_block_bytes, lane + off_blocks_v_ + b * plan_.value_block_bytes,
+    gather(lane + plan_.lane.block_keys.offset + b * plan_.key_block_bytes, lane + plan_.lane.block_values.offset + b * plan_.value_block_bytes,
            plan_.key_format, plan_.value_format, count, scores + static_cast<size_t>(b) * G,
            [&](int t) { return heavy_ids[b * G + t]; },
            [&](int t) { return absolute ? heavy_ids[b * G + t] : static_cast<int64_t>(t); });
   }
   const int storage = plan_.heavy_blocks + leaving_slot;
   const int64_t start = st.ring_start[static_cast<size_t>(leaving_slot)];
-  gather(lane + off_blocks_k_ + storage * plan_.key_block_bytes, lane + off_blocks_v_ + storage * plan_.value_block_bytes,
+  gather(lane + plan_.lane.block_keys.offset + storage * plan_.key_block_bytes, lane + plan_.lane.block_values.offset + storage * plan_.value_block_bytes,
          plan_.key_format, plan_.value_format, G, scores + static_cast<size_t>(storage) * G,
          [&](int t) { return start + t; }, [&](int t) { return static_cast<int64_t>(t); });
 
@@ -357,8 +323,8 @@ void KvCache::MergeHeavy(LayerState& st, int layer, int kv_head, int leaving_slo
       for (int c = 0; c < d; ++c) block_k[c * G + t] = key[c];
       std::memcpy(block_v + static_cast<size_t>(t) * d, cand_v + static_cast<size_t>(src) * d, d * sizeof(float));
     }
-    EncodeKeys(plan_.key_format, token_major, d, block_k, lane + off_blocks_k_ + b * plan_.key_block_bytes, tmp);
-    EncodeValueBlock(plan_.value_format, d, block_v, lane + off_blocks_v_ + b * plan_.value_block_bytes);
+    EncodeKeys(plan_.key_format, token_major, d, block_k, lane + plan_.lane.block_keys.offset + b * plan_.key_block_bytes, tmp);
+    EncodeValueBlock(plan_.value_format, d, block_v, lane + plan_.lane.block_values.offset + b * plan_.value_block_bytes);
   }
   // Scores and ids last: `order` indexes candidates, which are already copied.
   for (int j = 0; j < n_keep; ++j) {
@@ -398,13 +364,12 @@ void KvCache::AttendLane(const LayerState& st, int layer, int kv_head, const flo
   const size_t all_blocks = static_cast<size_t>(plan_.heavy_blocks + plan_.ring_blocks + 1);
   const size_t slots_max = static_cast<size_t>(plan_.sinks) + all_blocks * G;
 
-  ScratchCarver carve(scratch);
-  float* scores = carve.Take<float>((static_cast<size_t>(group) + 1) * slots_max);  // [group][slots_max]
+  float* scores = ScratchAt<float>(scratch, plan_.scratch.scores);  // [group][slots_max]
   float* prob_sum = scores + static_cast<size_t>(group) * slots_max;
-  float* rot = carve.Take<float>(all_blocks * static_cast<size_t>(rd));
-  const uint8_t** kblocks = carve.Take<const uint8_t*>(2 * all_blocks);
+  float* rot = ScratchAt<float>(scratch, plan_.scratch.block_angles);
+  const uint8_t** kblocks = ScratchAt<const uint8_t*>(scratch, plan_.scratch.block_ptrs);
   const uint8_t** vblocks = kblocks + all_blocks;
-  float* qrot = carve.Take<float>(2 * static_cast<size_t>(d));
+  float* qrot = ScratchAt<float>(scratch, plan_.scratch.query);
   float* sink_angles = qrot + d;
 
   // Blocks in cache order and their query rotations (distance p_q − pb).
@@ -424,15 +389,15 @@ void KvCache::AttendLane(const LayerState& st, int layer, int kv_head, const flo
       pb = absolute ? st.ring_start[static_cast<size_t>(slot)] : ring_base + static_cast<int64_t>(k) * G;
       if (post) phase = st.ring_start[static_cast<size_t>(slot)];
     }
-    kblocks[b] = lane + off_blocks_k_ + storage * plan_.key_block_bytes;
-    vblocks[b] = lane + off_blocks_v_ + storage * plan_.value_block_bytes;
+    kblocks[b] = lane + plan_.lane.block_keys.offset + storage * plan_.key_block_bytes;
+    vblocks[b] = lane + plan_.lane.block_values.offset + storage * plan_.value_block_bytes;
     rope_.Angles(pq - pb + phase, rot + static_cast<size_t>(b) * rd);
   }
   const int64_t tail_pb = absolute ? st.tail_start : ring_base + static_cast<int64_t>(st.ring_count) * G;
   float* tail_rot = rot + static_cast<size_t>(nb) * rd;
   rope_.Angles(pq - tail_pb + (post ? st.tail_start : 0), tail_rot);
-  const uint8_t* tail_k = lane + off_tail_k_;
-  const uint8_t* tail_v = lane + off_tail_v_;
+  const uint8_t* tail_k = lane + plan_.lane.tail_keys.offset;
+  const uint8_t* tail_v = lane + plan_.lane.tail_values.offset;
   KvFormat key_format = plan_.key_format;
   KvFormat tail_key_format = plan_.tail_key_format();
   if (plan_.SlowKeyPath()) {
@@ -440,9 +405,9 @@ void KvCache::AttendLane(const LayerState& st, int layer, int kv_head, const flo
     // for pre-RoPE keys, give slot t the rotation the in-block scheme stores
     // (R(t), or R(stream index) for absolute-position heavy hitters); then
     // score with the f32 kernel. Costs a decode per block per step.
-    float* f32_keys = carve.Take<float>(static_cast<size_t>(nb + 1) * G * d);
-    float* tmp = carve.Take<float>(static_cast<size_t>(G) * d);
-    const int64_t* heavy_ids = reinterpret_cast<const int64_t*>(lane + off_heavy_ids_);
+    float* f32_keys = ScratchAt<float>(scratch, plan_.scratch.slow_keys);  // [nb + 1][D][G]
+    float* tmp = ScratchAt<float>(scratch, plan_.scratch.stage_tmp);
+    const int64_t* heavy_ids = reinterpret_cast<const int64_t*>(lane + plan_.lane.heavy_ids.offset);
     float angles[kMaxHeadDim];
     float column[kMaxHeadDim];
     for (int b = 0; b <= nb; ++b) {
@@ -467,8 +432,8 @@ void KvCache::AttendLane(const LayerState& st, int layer, int kv_head, const flo
 
   const int S = st.sinks_filled;
   const size_t n_slots = static_cast<size_t>(S) + static_cast<size_t>(nb + 1) * G;
-  const float* sink_k = reinterpret_cast<const float*>(lane + off_sink_k_);
-  const float* sink_v = reinterpret_cast<const float*>(lane + off_sink_v_);
+  const float* sink_k = reinterpret_cast<const float*>(lane + plan_.lane.sink_keys.offset);
+  const float* sink_v = reinterpret_cast<const float*>(lane + plan_.lane.sink_values.offset);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   if (S > 0) rope_.Angles(pq, sink_angles);  // sinks sit at 0..S−1 and carry R(slot)
   if (h2o) std::fill(prob_sum, prob_sum + n_slots, 0.0f);
@@ -520,7 +485,7 @@ void KvCache::AttendLane(const LayerState& st, int layer, int kv_head, const flo
   if (h2o) {
     // decay·score + attention received, for every live heavy/ring/tail slot
     // (TOVA: decay 0, the latest attention only).
-    float* lane_scores = reinterpret_cast<float*>(const_cast<uint8_t*>(lane) + off_scores_);
+    float* lane_scores = reinterpret_cast<float*>(const_cast<uint8_t*>(lane) + plan_.lane.scores.offset);
     const float decay = plan_.h2o_score == H2OScore::kTova ? 0.0f : plan_.h2o_decay;
     const auto update = [&](float* dst, const float* p, int count) {
       for (int t = 0; t < count; ++t) dst[t] = decay * dst[t] + p[t];
@@ -562,14 +527,14 @@ KvCache::LaneContents KvCache::Contents(int layer, int kv_head) const {
   const uint8_t* lane = Lane(layer, kv_head);
   LaneContents c;
   const bool h2o = plan_.policy == EvictionPolicy::kH2O;
-  const float* scores = h2o ? reinterpret_cast<const float*>(lane + off_scores_) : nullptr;
+  const float* scores = h2o ? reinterpret_cast<const float*>(lane + plan_.lane.scores.offset) : nullptr;
   const auto add = [&](int64_t token, const float* score) {
     c.tokens.push_back(token);
     if (h2o && score != nullptr) c.scores.push_back(*score);
   };
   for (int i = 0; i < st.sinks_filled; ++i) add(i, nullptr);
   if (h2o) {
-    const int64_t* ids = reinterpret_cast<const int64_t*>(lane + off_heavy_ids_);
+    const int64_t* ids = reinterpret_cast<const int64_t*>(lane + plan_.lane.heavy_ids.offset);
     for (int j = 0; j < st.heavy_count; ++j) add(ids[j], scores + j);
   }
   for (int k = 0; k < st.ring_count; ++k) {

@@ -128,9 +128,7 @@ class KvCache {
   AlignedBuffer arena_;
   RopeTable rope_;
   std::vector<LayerState> layers_;  // sized once in Create
-  // Offsets inside a lane.
-  size_t off_sink_k_ = 0, off_sink_v_ = 0, off_blocks_k_ = 0, off_blocks_v_ = 0;
-  size_t off_tail_k_ = 0, off_tail_v_ = 0, off_scores_ = 0, off_heavy_ids_ = 0;
+  // Inside arena_: the lanes (layout: plan_.lane), the RoPE table, per-thread scratch (plan_.scratch).
   uint8_t* lanes_ = nullptr;
   uint8_t* scratch_ = nullptr;  // [max_threads][scratch_bytes_per_thread]
 };

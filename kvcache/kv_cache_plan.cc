@@ -14,29 +14,72 @@ constexpr int kRopeFine = 64;  // distances below this come from the fine table
 
 int CeilDiv(int a, int b) { return (a + b - 1) / b; }
 
-// Per-thread scratch of Attend/Append (see KvCache): scores and weights over
-// every slot, per-block RoPE angles and block pointers, a rotated query, f32
-// staging for sealing, re-encoding a quantized tail and H2O re-forming, and
-// for the slow key path every block decoded to f32.
-size_t ScratchBytes(const KvCachePlan& p) {
+// Lays regions out one after another, each starting 64-byte aligned.
+class RegionCursor {
+ public:
+  Region Take(size_t bytes) {
+    const Region r{end_, bytes};
+    end_ = RoundUp(end_ + bytes, kAlignment);
+    return r;
+  }
+  // A region packed right after the previous one (sink values after sink keys).
+  Region TakePacked(const Region& prev, size_t bytes) {
+    const Region r{prev.end(), bytes};
+    end_ = RoundUp(r.end(), kAlignment);
+    return r;
+  }
+  size_t end() const { return end_; }
+
+ private:
+  size_t end_ = 0;
+};
+
+LaneLayout LayOutLane(const KvCachePlan& p) {
+  const size_t d = static_cast<size_t>(p.shape.head_dim);
+  const size_t blocks = static_cast<size_t>(p.heavy_blocks + p.ring_blocks);
+  RegionCursor c;
+  LaneLayout l;
+  l.sink_keys = c.Take(static_cast<size_t>(p.sinks) * d * sizeof(float));
+  l.sink_values = c.TakePacked(l.sink_keys, static_cast<size_t>(p.sinks) * d * sizeof(float));
+  l.block_keys = c.Take(blocks * p.key_block_bytes);
+  l.block_values = c.Take(blocks * p.value_block_bytes);
+  l.tail_keys = c.Take(p.tail_key_bytes);
+  l.tail_values = c.Take(p.tail_value_bytes);
+  if (p.policy == EvictionPolicy::kH2O) {
+    l.scores = c.Take((blocks + 1) * G * sizeof(float));
+    l.heavy_ids = c.Take(static_cast<size_t>(p.heavy_blocks) * G * sizeof(int64_t));
+  }
+  l.bytes = c.end();
+  return l;
+}
+
+// Per-thread scratch of Append/Seal/Merge/Attend (see KvCache), every
+// operation's buffers at once.
+ScratchLayout LayOutScratch(const KvCachePlan& p) {
   const size_t d = static_cast<size_t>(p.shape.head_dim);
   const size_t blocks = static_cast<size_t>(p.heavy_blocks + p.ring_blocks + 1);
   const size_t slots = static_cast<size_t>(p.sinks) + blocks * G;
   const size_t merge = static_cast<size_t>(p.heavy_blocks * G + G);  // heavy + leaving block
-  size_t bytes = 0;
   const size_t group = static_cast<size_t>(p.shape.n_heads / p.shape.n_kv_heads);
-  bytes += RoundUp((group + 1) * slots * sizeof(float), kAlignment);  // scores per head, head-summed probs
-  bytes += RoundUp(blocks * static_cast<size_t>(p.shape.rope_dim) * sizeof(float), kAlignment);  // angles
-  bytes += RoundUp(2 * blocks * sizeof(void*), kAlignment);                       // key/value block pointers
-  bytes += RoundUp(2 * d * sizeof(float), kAlignment);                            // rotated q, sink angles
-  bytes += RoundUp(3 * G * d * sizeof(float), kAlignment);                        // staging K, V, transpose
-  if (p.SlowKeyPath()) bytes += RoundUp((blocks + 1) * G * d * sizeof(float), kAlignment);  // f32 keys + transpose
+  RegionCursor c;
+  ScratchLayout s;
+  s.scores = c.Take((group + 1) * slots * sizeof(float));
+  s.block_angles = c.Take(blocks * static_cast<size_t>(p.shape.rope_dim) * sizeof(float));
+  s.block_ptrs = c.Take(2 * blocks * sizeof(void*));
+  s.query = c.Take(2 * d * sizeof(float));
+  s.stage_keys = c.Take(G * d * sizeof(float));
+  s.stage_values = c.Take(G * d * sizeof(float));
+  s.stage_tmp = c.Take(G * d * sizeof(float));
+  if (p.SlowKeyPath()) s.slow_keys = c.Take((blocks + 1) * G * d * sizeof(float));
   if (p.policy == EvictionPolicy::kH2O) {
-    bytes += RoundUp(2 * merge * d * sizeof(float), kAlignment);                  // candidates K, V
-    bytes += RoundUp(merge * sizeof(float), kAlignment) + 2 * RoundUp(merge * sizeof(int64_t), kAlignment) +
-             RoundUp(merge * sizeof(int32_t), kAlignment);                         // score, id, index, order
+    s.candidates = c.Take(2 * merge * d * sizeof(float));
+    s.cand_scores = c.Take(merge * sizeof(float));
+    s.cand_ids = c.Take(merge * sizeof(int64_t));
+    s.cand_index = c.Take(merge * sizeof(int64_t));
+    s.cand_order = c.Take(merge * sizeof(int32_t));
   }
-  return bytes;
+  s.bytes = c.end();
+  return s;
 }
 
 void ComputeBytes(KvCachePlan& p) {
@@ -46,21 +89,13 @@ void ComputeBytes(KvCachePlan& p) {
   p.value_block_bytes = ValueBlockBytes(p.value_format, d);
   p.tail_key_bytes = key_bytes(p.tail_key_format());
   p.tail_value_bytes = ValueBlockBytes(p.tail_value_format(), d);
-  size_t lane = 0;
-  lane += RoundUp(2 * static_cast<size_t>(p.sinks) * d * sizeof(float), kAlignment);
-  lane += RoundUp(static_cast<size_t>(p.heavy_blocks + p.ring_blocks) * p.key_block_bytes, kAlignment);
-  lane += RoundUp(static_cast<size_t>(p.heavy_blocks + p.ring_blocks) * p.value_block_bytes, kAlignment);
-  lane += RoundUp(p.tail_key_bytes, kAlignment) + RoundUp(p.tail_value_bytes, kAlignment);
-  if (p.policy == EvictionPolicy::kH2O) {
-    const size_t slots = static_cast<size_t>(p.heavy_blocks + p.ring_blocks + 1) * G;
-    lane += RoundUp(slots * sizeof(float), kAlignment);
-    lane += RoundUp(static_cast<size_t>(p.heavy_blocks) * G * sizeof(int64_t), kAlignment);
-  }
-  p.lane_bytes = lane;
+  p.lane = LayOutLane(p);
+  p.lane_bytes = p.lane.bytes;
   const int max_distance = p.capacity + G;
   p.rope_table_bytes = RoundUp(
       static_cast<size_t>(kRopeFine + max_distance / kRopeFine + 1) * p.shape.rope_dim * sizeof(float), kAlignment);
-  p.scratch_bytes_per_thread = ScratchBytes(p);
+  p.scratch = LayOutScratch(p);
+  p.scratch_bytes_per_thread = p.scratch.bytes;
   p.arena_bytes = static_cast<size_t>(p.lanes()) * p.lane_bytes + p.rope_table_bytes +
                   static_cast<size_t>(p.max_threads) * p.scratch_bytes_per_thread;
 }

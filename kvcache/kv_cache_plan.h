@@ -93,6 +93,46 @@ struct KvCacheOptions {
   bool hot_tail = true;
 };
 
+// A byte range inside a lane or inside one thread's scratch.
+struct Region {
+  size_t offset = 0;
+  size_t bytes = 0;
+  size_t end() const { return offset + bytes; }
+};
+
+// Where each part of a lane lives, in bytes from the lane's start. Regions are
+// disjoint and inside `bytes`; h2o's are empty for other policies.
+struct LaneLayout {
+  Region sink_keys;     // [S][D] f32, rotated by their slot
+  Region sink_values;   // [S][D] f32
+  Region block_keys;    // [heavy_blocks + ring_blocks] key blocks (heavy first)
+  Region block_values;  // [heavy_blocks + ring_blocks] value blocks
+  Region tail_keys;     // one key block of tail_key_format()
+  Region tail_values;   // one value block of tail_value_format()
+  Region scores;        // h2o: [heavy_blocks + ring_blocks + 1][G] f32 accumulated attention
+  Region heavy_ids;     // h2o: [heavy_blocks][G] int64 stream index of each heavy slot
+  size_t bytes = 0;     // the lane, 64-byte aligned
+};
+
+// One thread's scratch, in bytes from its start: named regions for each
+// operation, disjoint (an operation may call another) and 64-byte aligned.
+struct ScratchLayout {
+  Region scores;        // attend: [group + 1][slots] f32 scores per query head, then head-summed probabilities
+  Region block_angles;  // attend: [blocks][rope_dim] f32 query rotation per block
+  Region block_ptrs;    // attend: [2][blocks] key then value block pointers
+  Region query;         // attend: rotated query [D] + sink angles [D]; append: rotated key [D] + angles [D]
+  Region stage_keys;    // [G][D] f32: append (re-encoding a quantized tail), seal, h2o merge
+  Region stage_values;  // [G][D] f32
+  Region stage_tmp;     // [G][D] f32 transpose buffer
+  Region slow_keys;     // attend on the slow key path: [blocks + 1][G][D] f32, else empty
+  Region candidates;    // h2o merge: [2][merge][D] f32 keys then values (merge = heavy + one block)
+  Region cand_scores;   // h2o merge: [merge] f32 ranking key
+  Region cand_ids;      // h2o merge: [merge] int64 stream index
+  Region cand_index;    // h2o merge: [merge] int64 rotation index the stored key carries
+  Region cand_order;    // h2o merge: [merge] int32
+  size_t bytes = 0;
+};
+
 // The resolved layout. Per lane (layer × kv head):
 //   sinks   S rows  f32 K and V, token-major [S][D]
 //   heavy   heavy_blocks key+value blocks (h2o)      format key/value_format
@@ -122,9 +162,11 @@ struct KvCachePlan {
   // Bytes.
   size_t key_block_bytes = 0, value_block_bytes = 0;
   size_t tail_key_bytes = 0, tail_value_bytes = 0;
-  size_t lane_bytes = 0;       // one lane, 64-byte aligned
+  LaneLayout lane;             // every lane's layout; the cache only reads it
+  ScratchLayout scratch;       // every thread's scratch layout
+  size_t lane_bytes = 0;       // lane.bytes
   size_t arena_bytes = 0;      // all lanes + rope table + per-thread scratch
-  size_t scratch_bytes_per_thread = 0;
+  size_t scratch_bytes_per_thread = 0;  // scratch.bytes
   size_t rope_table_bytes = 0;
   int max_threads = 1;
 

@@ -54,6 +54,7 @@ int RunSoak(const SoakOptions& opt) {
   Status st = s.Feed(&token, 1);
   if (!st.ok()) return ReportError("soak", st);
   const int64_t allocs_start = ProcessAllocationCount();
+  int64_t report_allocs = 0;
   int64_t nonfinite = 0;
   double interval_start = NowSeconds();
   for (int64_t i = 1; i <= opt.tokens; ++i) {
@@ -71,7 +72,9 @@ int RunSoak(const SoakOptions& opt) {
       const double now = NowSeconds();
       const int64_t n = i % opt.report == 0 ? opt.report : i % opt.report;
       const KvCacheStats cs = s.cache().Stats();
-      const int64_t allocs = ProcessAllocationCount() - allocs_start;
+      // Decode steps only: the reports' own allocations (reading RSS, JSON) are left out.
+      const int64_t report_start = ProcessAllocationCount();
+      const int64_t allocs = report_start - allocs_start - report_allocs;
       if (opt.json) {
         nlohmann::json j = {{"tokens", i}, {"tokens_per_s", n / (now - interval_start)},
                             {"rss_bytes", CurrentRssBytes()}, {"peak_rss_bytes", PeakRssBytes()},
@@ -85,6 +88,7 @@ int RunSoak(const SoakOptions& opt) {
                     static_cast<long long>(allocs), static_cast<long long>(nonfinite));
       }
       std::fflush(stdout);
+      report_allocs += ProcessAllocationCount() - report_start;
       interval_start = NowSeconds();
     }
   }

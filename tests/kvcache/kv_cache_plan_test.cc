@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace kvedge {
 namespace {
 
@@ -147,6 +151,103 @@ TEST(KvCachePlanTest, BadVariantOptions) {
   EXPECT_TRUE(ParseKeyQuantAxis("token", &a) && a == KeyQuantAxis::kToken);
   EXPECT_FALSE(ParseKeyRope("rope", &r));
 }
+
+// The plan owns the arena's layout: for every policy × format × head size ×
+// key path, every lane and scratch region lies inside its lane / scratch,
+// no two overlap, each has the size its contents need, and the arena holds
+// exactly the lanes, the RoPE table and one scratch per thread.
+namespace layout {
+
+std::vector<std::pair<const char*, Region>> LaneRegions(const LaneLayout& l) {
+  return {{"sink_keys", l.sink_keys}, {"sink_values", l.sink_values}, {"block_keys", l.block_keys},
+          {"block_values", l.block_values}, {"tail_keys", l.tail_keys}, {"tail_values", l.tail_values},
+          {"scores", l.scores}, {"heavy_ids", l.heavy_ids}};
+}
+
+std::vector<std::pair<const char*, Region>> ScratchRegions(const ScratchLayout& s) {
+  return {{"scores", s.scores}, {"block_angles", s.block_angles}, {"block_ptrs", s.block_ptrs},
+          {"query", s.query}, {"stage_keys", s.stage_keys}, {"stage_values", s.stage_values},
+          {"stage_tmp", s.stage_tmp}, {"slow_keys", s.slow_keys}, {"candidates", s.candidates},
+          {"cand_scores", s.cand_scores}, {"cand_ids", s.cand_ids}, {"cand_index", s.cand_index},
+          {"cand_order", s.cand_order}};
+}
+
+// Inside [0, total), pairwise disjoint, 64-byte aligned (but `packed`).
+void ExpectDisjointInside(const std::vector<std::pair<const char*, Region>>& regions, size_t total,
+                          const std::string& where, const char* packed = "") {
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const auto& [name, r] = regions[i];
+    if (r.bytes == 0) continue;
+    EXPECT_LE(r.end(), total) << where << " " << name;
+    if (std::string(name) != packed) {
+      EXPECT_EQ(r.offset % 64, 0u) << where << " " << name;
+    }
+    for (size_t j = i + 1; j < regions.size(); ++j) {
+      const auto& [other, o] = regions[j];
+      if (o.bytes == 0) continue;
+      EXPECT_TRUE(r.end() <= o.offset || o.end() <= r.offset) << where << ": " << name << " overlaps " << other;
+    }
+  }
+}
+
+TEST(KvCachePlanTest, LayoutRegionsAreInsideAndDisjoint) {
+  int plans = 0;
+  for (int head_dim : {8, 16, 32, 64, 128, 256}) {
+    if (!IsSupportedHeadDim(head_dim)) continue;
+    const KvShape shape{2, 8, 2, head_dim, head_dim, 10000.0};
+    for (EvictionPolicy p : {EvictionPolicy::kFull, EvictionPolicy::kWindow, EvictionPolicy::kSinks, EvictionPolicy::kH2O}) {
+      for (KvFormat kf : {KvFormat::kF32, KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4}) {
+        for (KvFormat vf : {KvFormat::kF32, KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4}) {
+          for (int variant = 0; variant < 3; ++variant) {  // fast path, pre-RoPE keys (slow path), no hot tail
+            KvCacheOptions o = Opt(p, kf, vf, 0);
+            o.capacity = 200;
+            if (variant == 1) o.key_rope = KeyRope::kPre;
+            if (variant == 2) o.hot_tail = false;
+            auto plan = PlanKvCache(shape, o, 3);
+            ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+            const std::string where = plan->Describe() + " D=" + std::to_string(head_dim);
+            const LaneLayout& l = plan->lane;
+            const size_t blocks = static_cast<size_t>(plan->heavy_blocks + plan->ring_blocks);
+            const size_t d = static_cast<size_t>(head_dim);
+            EXPECT_EQ(l.sink_keys.bytes, static_cast<size_t>(plan->sinks) * d * sizeof(float)) << where;
+            EXPECT_EQ(l.sink_values.bytes, l.sink_keys.bytes) << where;
+            EXPECT_EQ(l.block_keys.bytes, blocks * plan->key_block_bytes) << where;
+            EXPECT_EQ(l.block_values.bytes, blocks * plan->value_block_bytes) << where;
+            EXPECT_EQ(l.tail_keys.bytes, plan->tail_key_bytes) << where;
+            EXPECT_EQ(l.tail_values.bytes, plan->tail_value_bytes) << where;
+            const bool h2o = p == EvictionPolicy::kH2O;
+            EXPECT_EQ(l.scores.bytes, h2o ? (blocks + 1) * kKvBlockTokens * sizeof(float) : 0) << where;
+            EXPECT_EQ(l.heavy_ids.bytes, h2o ? plan->heavy_blocks * kKvBlockTokens * sizeof(int64_t) : 0u) << where;
+            EXPECT_EQ(l.bytes % 64, 0u);
+            EXPECT_EQ(plan->lane_bytes, l.bytes);
+            ExpectDisjointInside(LaneRegions(l), l.bytes, where, "sink_values");
+
+            const ScratchLayout& s = plan->scratch;
+            const size_t all = blocks + 1, merge = plan->heavy_blocks * kKvBlockTokens + kKvBlockTokens;
+            const size_t group = 4;
+            EXPECT_EQ(s.scores.bytes, (group + 1) * (plan->sinks + all * kKvBlockTokens) * sizeof(float)) << where;
+            EXPECT_EQ(s.block_angles.bytes, all * static_cast<size_t>(head_dim) * sizeof(float)) << where;
+            EXPECT_EQ(s.block_ptrs.bytes, 2 * all * sizeof(void*)) << where;
+            EXPECT_EQ(s.stage_keys.bytes, kKvBlockTokens * d * sizeof(float)) << where;
+            EXPECT_EQ(s.slow_keys.bytes, plan->SlowKeyPath() ? (all + 1) * kKvBlockTokens * d * sizeof(float) : 0u)
+                << where;
+            EXPECT_EQ(s.candidates.bytes, h2o ? 2 * merge * d * sizeof(float) : 0u) << where;
+            EXPECT_EQ(s.cand_order.bytes, h2o ? merge * sizeof(int32_t) : 0u) << where;
+            EXPECT_EQ(plan->scratch_bytes_per_thread, s.bytes);
+            ExpectDisjointInside(ScratchRegions(s), s.bytes, where);
+
+            EXPECT_EQ(plan->arena_bytes,
+                      plan->lanes() * l.bytes + plan->rope_table_bytes + 3 * s.bytes) << where;
+            ++plans;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(plans, 4 * 16 * 3);
+}
+
+}  // namespace layout
 
 }  // namespace
 }  // namespace kvedge
