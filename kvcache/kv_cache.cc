@@ -556,6 +556,12 @@ KvCache::LaneContents KvCache::Contents(int layer, int kv_head) const {
 
 namespace kvedge {
 
+KvCache::SinkRows KvCache::Sinks(int layer, int kv_head) const {
+  const uint8_t* lane = Lane(layer, kv_head);
+  return SinkRows{reinterpret_cast<const float*>(lane + off_sink_k_), reinterpret_cast<const float*>(lane + off_sink_v_),
+                  layers_[static_cast<size_t>(layer)].sinks_filled};
+}
+
 std::vector<KvCache::LayerCursor> KvCache::Cursors() const {
   std::vector<LayerCursor> out(layers_.size());
   for (size_t l = 0; l < layers_.size(); ++l) {

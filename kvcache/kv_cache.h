@@ -74,6 +74,15 @@ class KvCache {
   };
   LaneContents Contents(int layer, int kv_head) const;
 
+  // The pinned sink rows of a lane, as stored: f32 [count][head_dim] keys
+  // (rotated R(slot)) and values. They never change once written.
+  struct SinkRows {
+    const float* keys = nullptr;
+    const float* values = nullptr;
+    int count = 0;
+  };
+  SinkRows Sinks(int layer, int kv_head) const;
+
   // Saving and restoring a cache exactly (runtime/chat/session_file.h): the
   // bookkeeping of each layer plus the bytes of every storage region that
   // holds tokens, copied as they are (no re-quantization). Ring storage slots

@@ -291,7 +291,11 @@ StatusOr<KvCachePlan> PlanKvCache(const KvShape& s, const KvCacheOptions& o, int
     return InvalidArgument("KV cache: heavy hitters need --policy h2o");
   }
   p.sinks = has_sinks ? (o.sinks >= 0 ? o.sinks : 4) : 0;
-  if (p.sinks > 1024) return InvalidArgument("KV cache: " + std::to_string(p.sinks) + " sinks is absurd (max 1024)");
+  // Sinks also pin a chat's system prompt (runtime/chat/system_prompt.h).
+  if (p.sinks > kMaxSinks) {
+    return InvalidArgument("KV cache: " + std::to_string(p.sinks) + " sinks is too many (max " +
+                           std::to_string(kMaxSinks) + ")");
+  }
 
   const int minimum = MinimumCapacity(p, o);
   int capacity = o.capacity;

@@ -55,6 +55,10 @@ enum class H2OScore : uint8_t {
 const char* H2OScoreName(H2OScore s);
 bool ParseH2OScore(const std::string& name, H2OScore* out);
 
+// Most sink (pinned, f32) tokens a lane may hold: attention sinks and a
+// chat's system prompt.
+inline constexpr int kMaxSinks = 8192;
+
 // The attention-shape facts the cache needs from a model.
 struct KvShape {
   int n_layers = 0;

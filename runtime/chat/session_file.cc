@@ -667,7 +667,14 @@ Status SaveSession(const Session& session, const Sampler* sampler, const std::st
   std::string tmp = path + ".tmp.XXXXXX";
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0) return IoError(where + "cannot create a temporary file beside it: " + Errno(errno));
-  Status s = WriteFile(fd, session, sampler);
+  // A replaced file keeps its permissions; a new one is private (0600, as
+  // mkstemp creates it): it holds a conversation.
+  struct stat old;
+  Status s;
+  if (::stat(path.c_str(), &old) == 0 && ::fchmod(fd, old.st_mode & 07777) != 0) {
+    s = IoError("cannot give the temporary file the permissions of the old one: " + Errno(errno));
+  }
+  if (s.ok()) s = WriteFile(fd, session, sampler);
   if (s.ok() && ::fsync(fd) != 0) s = IoError("fsync failed: " + Errno(errno));
   if (::close(fd) != 0 && s.ok()) s = IoError("close failed: " + Errno(errno));
   if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = IoError("rename into place failed: " + Errno(errno));

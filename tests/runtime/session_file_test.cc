@@ -417,6 +417,72 @@ TEST(SessionFile, MissingAndForeignFiles) {
   EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
 }
 
+// A crafted file with valid checksums but hostile contents (cursors out of
+// range or inconsistent, arbitrary arena bytes, heavy-hitter ids anywhere):
+// refused, or accepted only as a state the cache can keep running from.
+void Reseal(std::string& bytes, uint64_t section_start) {
+  uint64_t len;
+  std::memcpy(&len, bytes.data() + section_start + 8, 8);
+  const uint64_t h = XXH3_64bits(bytes.data() + section_start, 16 + len);
+  std::memcpy(bytes.data() + section_start + 16 + len, &h, 8);
+}
+
+TEST(SessionFile, HostileContentsWithValidChecksums) {
+  const std::string dir = testing::TempDir();
+  for (EvictionPolicy policy : {EvictionPolicy::kSinks, EvictionPolicy::kH2O, EvictionPolicy::kFull}) {
+    const SessionOptions o = Options(policy, KvFormat::kInt4, KvFormat::kInt8, policy == EvictionPolicy::kFull ? 512 : 160);
+    const Saved ref = SaveReference(dir, o);
+    // Section starts: boundaries are [header end, then per section: payload, checksum, next].
+    std::vector<uint64_t> starts = {32};
+    for (size_t i = 3; i < ref.boundaries.size(); i += 3) starts.push_back(ref.boundaries[i]);
+    const uint64_t kvst = starts[5], kvdt = starts[6];
+    const std::string bad = dir + "/hostile.kvs";
+    std::mt19937_64 rng(static_cast<uint64_t>(policy) + 10);
+    int accepted = 0;
+    const int runs = testing::ScaledCount(300, 20);
+    for (int run = 0; run < runs; ++run) {
+      std::string bytes = ref.bytes;
+      if (run % 3 != 2) {
+        // 1–3 cursor fields of a random layer: small, boundary or huge values.
+        for (int k = 0, n = 1 + static_cast<int>(rng() % 3); k < n; ++k) {
+          const uint64_t layer = rng() % 5;
+          const uint64_t field = rng() % 9;
+          const uint64_t off = kvst + 16 + 4 + layer * 48 + (field < 3 ? field * 8 : 24 + (field - 3) * 4);
+          const int64_t choices[] = {-1, 0, 1, 2, 31, 32, 33, 100, 159, 160, 161, 299, 300, 301, INT32_MAX,
+                                     static_cast<int64_t>(rng() % 400)};
+          const int64_t v = choices[rng() % std::size(choices)];
+          if (field < 3) {
+            std::memcpy(bytes.data() + off, &v, 8);
+          } else {
+            const int32_t v32 = static_cast<int32_t>(v);
+            std::memcpy(bytes.data() + off, &v32, 4);
+          }
+        }
+        Reseal(bytes, kvst);
+      } else {
+        // Arbitrary arena bytes (heavy-hitter ids among them).
+        uint64_t len;
+        std::memcpy(&len, bytes.data() + kvdt + 8, 8);
+        for (int k = 0; k < 64; ++k) bytes[kvdt + 16 + rng() % len] = static_cast<char>(rng());
+        Reseal(bytes, kvdt);
+      }
+      WriteAll(bad, bytes);
+      Stream c = Start(Stories(), o);
+      const Status s = LoadSession(bad, c.session.get(), &c.sampler);
+      if (!s.ok()) {
+        EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+        continue;
+      }
+      ++accepted;
+      // Accepted: the stream must run on (values may be nonsense, memory never).
+      const std::vector<int> more = RandomTokens(70, 512, static_cast<uint32_t>(run));
+      const Status fed = c.session->Feed(more.data(), more.size());
+      EXPECT_TRUE(fed.ok() || fed.code() == StatusCode::kResourceExhausted) << fed.ToString();
+    }
+    EXPECT_GT(accepted, 0);  // arena byte changes load (they are data)
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Atomicity: a child saves two different states in turn to one path and is
 // killed at random moments; the path must always hold one of the two files,
