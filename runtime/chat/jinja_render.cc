@@ -976,8 +976,6 @@ std::string PyReplace(const std::string& s, const std::string& old, const std::s
   return out;
 }
 
-bool IsCased(uint32_t c) { return ToUpper(c) != c || ToLower(c) != c; }
-
 // Python str.title(): a cased character after an uncased one starts a word.
 std::string PyTitle(const std::string& s) {
   std::string out;
@@ -985,7 +983,11 @@ std::string PyTitle(const std::string& s) {
   bool prev_cased = false;
   while (pos < s.size()) {
     const uint32_t cp = NextCodePoint(s, &pos);
-    AppendCodePoint(prev_cased ? ToLower(cp) : ToUpper(cp), &out);
+    if (prev_cased) {
+      AppendLower(cp, &out);
+    } else {
+      AppendTitle(cp, &out);
+    }
     prev_cased = IsCased(cp);
   }
   return out;
@@ -997,7 +999,11 @@ std::string PyCapitalize(const std::string& s) {
   bool first = true;
   while (pos < s.size()) {
     const uint32_t cp = NextCodePoint(s, &pos);
-    AppendCodePoint(first ? ToUpper(cp) : ToLower(cp), &out);
+    if (first) {
+      AppendTitle(cp, &out);
+    } else {
+      AppendLower(cp, &out);
+    }
     first = false;
   }
   return out;
@@ -1015,7 +1021,11 @@ std::string JinjaTitle(const std::string& s) {
       AppendCodePoint(cp, &out);
       word_start = true;
     } else {
-      AppendCodePoint(word_start ? ToUpper(cp) : ToLower(cp), &out);
+      if (word_start) {
+        AppendUpper(cp, &out);
+      } else {
+        AppendLower(cp, &out);
+      }
       word_start = false;
     }
   }
@@ -1642,7 +1652,12 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     const Value method_v = a.Get(1, "method");
     const std::string method = method_v.is_undefined() ? "common" : method_v.Str();
     const double x = v.number();
-    if (method == "common") return Value::Float(PyRound(x, precision));
+    if (method == "common") {
+      // Python's round(int, n) stays an int (n ≥ 0 leaves it unchanged).
+      if (v.kind() != Kind::kFloat && precision >= 0) return Value::Int(v.integer());
+      if (v.kind() != Kind::kFloat) return Value::Int(static_cast<int64_t>(PyRound(x, precision)));
+      return Value::Float(PyRound(x, precision));
+    }
     if (method != "ceil" && method != "floor") Fail("method must be common, ceil or floor" + at);
     const double p = std::pow(10.0, static_cast<double>(precision));
     return Value::Float((method == "ceil" ? std::ceil(x * p) : std::floor(x * p)) / p);
