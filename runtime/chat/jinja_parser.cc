@@ -1063,7 +1063,6 @@ class Parser {
       const int line = cur().line;
       auto e = Make(Expr::kFilter, line);
       e->name = DottedName();
-      if (!IsJinjaFilterName(e->name)) Fail("No filter named '" + e->name + "'." + At(line));
       e->args.push_back(std::move(node));
       if (IsOp("(")) ParseArgs(e.get());
       node = std::move(e);
@@ -1078,7 +1077,6 @@ class Parser {
     auto e = Make(Expr::kTest, line);
     e->negated = SkipName("not");
     e->name = DottedName();
-    if (!IsJinjaTestName(e->name)) Fail("No test named '" + e->name + "'." + At(line));
     e->args.push_back(std::move(node));
     if (IsOp("(")) {
       ParseArgs(e.get());
@@ -1100,6 +1098,57 @@ class Parser {
   friend struct DepthGuard;
 };
 
+// jinja2 rejects unknown filters and tests when it compiles the template,
+// except inside an if statement or an inline if (a "soft" frame), where the
+// error waits until the filter runs. Loops, macros and blocks start anew.
+void CheckNames(const Expr* e, bool soft) {
+  if (!e) return;
+  if (!soft && e->type == Expr::kFilter && !IsJinjaFilterName(e->name)) {
+    Fail("No filter named '" + e->name + "'." + At(e->line));
+  }
+  if (!soft && e->type == Expr::kTest && !IsJinjaTestName(e->name)) {
+    Fail("No test named '" + e->name + "'." + At(e->line));
+  }
+  const bool inner_soft = soft || e->type == Expr::kCondExpr;
+  for (const auto& a : e->args) CheckNames(a.get(), inner_soft);
+  for (const auto& kv : e->kwargs) CheckNames(kv.second.get(), inner_soft);
+}
+
+void CheckNames(const NodeList& nodes, bool soft) {
+  for (const auto& n : nodes) {
+    switch (n->type) {
+      case Node::kIf:
+        CheckNames(n->expr.get(), true);
+        CheckNames(n->body, true);
+        CheckNames(n->else_body, true);
+        break;
+      case Node::kFor:
+        CheckNames(n->expr.get(), soft);
+        CheckNames(n->filter.get(), false);
+        CheckNames(n->body, false);
+        CheckNames(n->else_body, soft);
+        break;
+      case Node::kMacro:
+      case Node::kCallBlock:
+        for (const auto& v : n->values) CheckNames(v.get(), false);
+        CheckNames(n->expr.get(), soft);
+        CheckNames(n->body, false);
+        break;
+      case Node::kSetBlock:
+      case Node::kFilterBlock:
+      case Node::kWith:
+        for (const auto& v : n->values) CheckNames(v.get(), soft);
+        CheckNames(n->filter.get(), false);
+        CheckNames(n->body, false);
+        break;
+      default:
+        CheckNames(n->expr.get(), soft);
+        CheckNames(n->body, soft);
+        break;
+    }
+  }
+}
+
 }  // namespace
 
 bool IsJinjaFilterName(std::string_view name) {
@@ -1120,7 +1169,9 @@ NodeList ParseTemplate(std::string_view source, const ParseLimits& limits) {
   const size_t bad = FindInvalidUtf8(source);
   if (bad != std::string_view::npos) Fail("template is not valid UTF-8 at byte " + std::to_string(bad));
   Parser parser(Lexer(source).Run(), limits);
-  return parser.Run();
+  NodeList nodes = parser.Run();
+  CheckNames(nodes, false);
+  return nodes;
 }
 
 }  // namespace kvedge::jinja

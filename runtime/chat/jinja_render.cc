@@ -897,9 +897,8 @@ std::vector<std::string> PySplit(const std::string& s, const Value& sep, int64_t
         continue;
       }
       if (!in_word && maxsplit >= 0 && static_cast<int64_t>(out.size()) >= maxsplit) {
-        // The rest (with its leading whitespace stripped) is the last item.
-        std::string rest = s.substr(start);
-        out.push_back(PyStrip(rest, Value::None(), false, true));
+        // The rest, from this word on, is the last item (trailing whitespace kept).
+        out.push_back(s.substr(start));
         return out;
       }
       in_word = true;
@@ -1734,7 +1733,7 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     size_t pos = 0;
     while (pos < s.size()) {
       const uint32_t c = NextCodePoint(s, &pos);
-      const bool w = IsAlpha(c) || IsDigit(c) || c == '_' || (c >= 0x80 && !IsPyWhitespace(c));
+      const bool w = IsAlpha(c) || IsDigit(c) || c == '_';  // Python's \w
       if (w && !in_word) ++n;
       in_word = w;
     }
@@ -1760,6 +1759,7 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     }
     return MakeList(std::move(out), Kind::kIterator);
   }
+  if (!IsJinjaFilterName(name)) Fail("No filter named '" + name + "'." + at);
   FailUnsupported("the '" + name + "' filter" + at);
 }
 
@@ -1827,6 +1827,7 @@ bool Interpreter::ApplyTest(const std::string& name, const Value& v, CallArgs& a
   if (name == "<=" || name == "le") return Compare("<=", v, arg, line);
   if (name == "filter") return v.is_string() && IsJinjaFilterName(v.string());
   if (name == "test") return v.is_string() && IsJinjaTestName(v.string());
+  if (!IsJinjaTestName(name)) Fail("No test named '" + name + "'." + at);
   FailUnsupported("the '" + name + "' test" + at);
 }
 

@@ -635,7 +635,11 @@ void AppendTitle(uint32_t c, std::string* out) {
 
 bool IsAlpha(uint32_t c) {
   if (c < 0x80) return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-  return IsCased(c) || (c >= 0x3040 && c <= 0x9fff) || (c >= 0xac00 && c <= 0xd7a3);
+  // Letters of the common scripts (Python's str.isalpha covers all of Unicode's L*).
+  return IsCased(c) || (c >= 0xc0 && c <= 0x24f && c != 0xd7 && c != 0xf7) || (c >= 0x370 && c <= 0x52f && c != 0x37e && c != 0x387) ||
+         (c >= 0x5d0 && c <= 0x5ea) || (c >= 0x620 && c <= 0x64a) || (c >= 0x904 && c <= 0x939) ||
+         (c >= 0xe01 && c <= 0xe30) || (c >= 0x3041 && c <= 0x3096) || (c >= 0x30a1 && c <= 0x30fa) ||
+         (c >= 0x3400 && c <= 0x4dbf) || (c >= 0x4e00 && c <= 0x9fff) || (c >= 0xac00 && c <= 0xd7a3);
 }
 
 bool IsDigit(uint32_t c) { return c >= '0' && c <= '9'; }
