@@ -100,6 +100,7 @@ class Lexer {
         if ((l_pos > 0 || line_starting) && AllPyWhitespace(text.substr(l_pos))) text = text.substr(0, l_pos);
       }
       if (!text.empty()) Emit(Tok::kData, std::string(text));
+      CountLines(pos, idx);
       size_t p = idx + 2 + (mod ? 1 : 0);
       if (kind == '#') {
         const size_t e = src_.find("#}", p);
@@ -119,7 +120,6 @@ class Lexer {
         line_starting = src_[pos - 1] == '\n';
         continue;
       }
-      CountLines(pos, idx);
       Emit(kind == '{' ? Tok::kVarBegin : Tok::kBlockBegin, "");
       pos = LexTag(kind == '{', p);
       line_starting = src_[pos - 1] == '\n';
@@ -133,7 +133,6 @@ class Lexer {
     Token t;
     t.type = type;
     t.line = line_;
-    if (type == Tok::kData) line_ += static_cast<int>(std::count(text.begin(), text.end(), '\n'));
     t.text = std::move(text);
     tokens_.push_back(std::move(t));
   }
@@ -426,6 +425,21 @@ class Parser {
   }
 
  private:
+  // Left-associative loops (a + b + c, x|f|g, x.a.b(c)[d]) deepen the tree
+  // one level per step without recursing: each step counts as nesting.
+  struct ChainGuard {
+    explicit ChainGuard(Parser* p) : p(p) {}
+    void Step() {
+      ++steps;
+      if (++p->depth_ > p->limits_.max_nesting) {
+        FailExhausted("template nesting deeper than " + std::to_string(p->limits_.max_nesting) + At(p->cur().line));
+      }
+    }
+    ~ChainGuard() { p->depth_ -= steps; }
+    Parser* p;
+    int steps = 0;
+  };
+
   struct DepthGuard {
     explicit DepthGuard(Parser* p) : p(p) {
       if (++p->depth_ > p->limits_.max_nesting) {
@@ -726,7 +740,9 @@ class Parser {
   ExprPtr ParseExpression() {
     DepthGuard guard(this);
     ExprPtr expr = ParseOr();
+    ChainGuard chain(this);
     while (IsName("if")) {
+      chain.Step();
       const int line = cur().line;
       next();
       auto cond = Make(Expr::kCondExpr, line);
@@ -748,12 +764,14 @@ class Parser {
 
   ExprPtr ParseOr() {
     ExprPtr left = ParseAnd();
-    while (SkipName("or")) left = Binary(Expr::kOr, "or", std::move(left), ParseAnd());
+    ChainGuard chain(this);
+    while (SkipName("or") && (chain.Step(), true)) left = Binary(Expr::kOr, "or", std::move(left), ParseAnd());
     return left;
   }
   ExprPtr ParseAnd() {
     ExprPtr left = ParseNot();
-    while (SkipName("and")) left = Binary(Expr::kAnd, "and", std::move(left), ParseNot());
+    ChainGuard chain(this);
+    while (SkipName("and") && (chain.Step(), true)) left = Binary(Expr::kAnd, "and", std::move(left), ParseNot());
     return left;
   }
   ExprPtr ParseNot() {
@@ -796,7 +814,9 @@ class Parser {
   }
   ExprPtr ParseMath1() {
     ExprPtr left = ParseConcat();
+    ChainGuard chain(this);
     while (IsOp("+") || IsOp("-")) {
+      chain.Step();
       const std::string op = cur().text;
       next();
       left = Binary(Expr::kBinary, op, std::move(left), ParseConcat());
@@ -813,7 +833,9 @@ class Parser {
   }
   ExprPtr ParseMath2() {
     ExprPtr left = ParsePow();
+    ChainGuard chain(this);
     while (IsOp("*") || IsOp("/") || IsOp("//") || IsOp("%")) {
+      chain.Step();
       const std::string op = cur().text;
       next();
       left = Binary(Expr::kBinary, op, std::move(left), ParsePow());
@@ -822,7 +844,8 @@ class Parser {
   }
   ExprPtr ParsePow() {
     ExprPtr left = ParseUnary(true);
-    while (SkipOp("**")) left = Binary(Expr::kBinary, "**", std::move(left), ParseUnary(true));
+    ChainGuard chain(this);
+    while (SkipOp("**") && (chain.Step(), true)) left = Binary(Expr::kBinary, "**", std::move(left), ParseUnary(true));
     return left;
   }
   ExprPtr ParseUnary(bool with_filter) {
@@ -914,7 +937,8 @@ class Parser {
   }
 
   ExprPtr ParsePostfix(ExprPtr node) {
-    for (;;) {
+    ChainGuard chain(this);
+    for (;; chain.Step()) {
       if (IsOp(".") || IsOp("[")) {
         node = ParseSubscript(std::move(node));
       } else if (IsOp("(")) {
@@ -926,7 +950,8 @@ class Parser {
   }
 
   ExprPtr ParseFilterExpr(ExprPtr node) {
-    for (;;) {
+    ChainGuard chain(this);
+    for (;; chain.Step()) {
       if (IsOp("|")) {
         node = ParseFilterChain(std::move(node));
       } else if (IsName("is")) {
@@ -1056,8 +1081,10 @@ class Parser {
   // One or more |filter(args) applied to node (null for filter blocks).
   ExprPtr ParseFilterChain(ExprPtr node, bool leading_pipe = true) {
     DepthGuard guard(this);
+    ChainGuard chain(this);
     bool first = true;
     while (first ? (!leading_pipe || IsOp("|")) : IsOp("|")) {
+      chain.Step();
       if (leading_pipe || !first) ExpectOp("|");
       first = false;
       const int line = cur().line;
@@ -1096,6 +1123,7 @@ class Parser {
   int loop_depth_ = 0;
   std::vector<std::array<bool, 3>> function_uses_;  // caller, varargs, kwargs per open macro/call body
   friend struct DepthGuard;
+  friend struct ChainGuard;
 };
 
 // jinja2 rejects unknown filters and tests when it compiles the template,

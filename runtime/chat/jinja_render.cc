@@ -1301,6 +1301,7 @@ Value Interpreter::Attribute(const Value& item, const std::string& path, int lin
 Value Interpreter::EvalFilterChain(const Expr& e, const Value& block_input) {
   // e is a kFilter whose args[0] is the subject: another filter, an
   // expression, or null for {% filter %} / {% set %} blocks.
+  DepthGuard guard(this);
   Value subject;
   if (!e.args[0]) {
     subject = block_input;
