@@ -400,7 +400,7 @@ class Lexer {
 };
 
 const char* const kFilterNames[] = {
-    "abs",     "attribute", "batch",   "capitalize", "center", "count",      "d",          "default",
+    "abs",     "attr",      "batch",   "capitalize", "center", "count",      "d",          "default",
     "dictsort", "e",        "escape",  "filesizeformat", "first", "float",   "forceescape", "format",
     "groupby", "indent",    "int",     "items",      "join",   "last",       "length",     "list",
     "lower",   "map",       "max",     "min",        "pprint", "random",     "reject",     "rejectattr",

@@ -686,6 +686,9 @@ class Interpreter {
         if (name == "index" || name == "count" || (obj.kind() == Kind::kList && name == "copy")) {
           return BoundMethod(obj, name);
         }
+        if (obj.kind() == Kind::kTuple && obj.items().size() == 2 && (name == "grouper" || name == "list")) {
+          return obj.items()[name == "grouper" ? 0 : 1];  // groupby's (grouper, list) pairs
+        }
         if (obj.kind() == Kind::kList && (name == "append" || name == "extend" || name == "insert" || name == "pop" ||
                                           name == "remove" || name == "reverse" || name == "sort" || name == "clear")) {
           return Value::Undefined("access to attribute '" + name + "' of 'list' object is unsafe.");
@@ -1441,7 +1444,6 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     return MakeStr(std::move(out));
   }
   if (name == "replace") {
-    need_defined(v);
     return MakeStr(PyReplace(v.Str(), a.Get(0, "old").Str(), a.Get(1, "new").Str(),
                              IntArg(a.Get(2, "count"), -1, "replace"), *this));
   }
@@ -1588,8 +1590,42 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     }
     return MakeList(std::move(out), Kind::kIterator);
   }
-  if (name == "attribute") return Attribute(v, a.Get(0, "name").Str(), line);
+  if (name == "attr") {
+    // Python attributes only (methods, namespace and loop fields), not items.
+    const std::string attr = a.Get(0, "name").Str();
+    if (v.kind() == Kind::kDict) return GetAttr(Value::Dict(std::make_shared<DictData>()), attr, line);
+    if (v.is_undefined()) return Value::Undefined(UndefinedMessage(v));
+    return GetAttr(v, attr, line);
+  }
+  if (name == "groupby") {
+    const std::string attr = a.Get(0, "attribute").Str();
+    const Value dflt = a.Get(1, "default");
+    const bool cs = a.Get(2, "case_sensitive").Truthy();
+    auto key_of = [&](const Value& x) {
+      Value k = Attribute(x, attr, line);
+      if (k.is_undefined() && !dflt.is_undefined()) k = dflt;
+      return k;
+    };
+    std::vector<Value> items = Iterate(v);
+    SortValues(items, [&](const Value& x) { return SortKey(key_of(x), cs); }, false);
+    std::vector<Value> groups;
+    std::vector<Value> cur;
+    Value cur_key;
+    for (const auto& x : items) {
+      Step();
+      const Value k = SortKey(key_of(x), cs);
+      if (!cur.empty() && !Equals(k, cur_key)) {
+        groups.push_back(Value::List({key_of(cur[0]), MakeList(std::move(cur))}, Kind::kTuple));
+        cur.clear();
+      }
+      cur_key = k;
+      cur.push_back(x);
+    }
+    if (!cur.empty()) groups.push_back(Value::List({key_of(cur[0]), MakeList(std::move(cur))}, Kind::kTuple));
+    return MakeList(std::move(groups));
+  }
   if (name == "int") {
+    need_defined(v);
     const Value dflt = a.Has(0, "default") ? a.Get(0, "default") : Value::Int(0);
     const int64_t base = IntArg(a.Get(1, "base"), 10, "int");
     switch (v.kind()) {
@@ -1628,6 +1664,7 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     }
   }
   if (name == "float") {
+    need_defined(v);
     const Value dflt = a.Has(0, "default") ? a.Get(0, "default") : Value::Float(0.0);
     if (v.is_number()) return Value::Float(v.number());
     if (v.is_string()) {
@@ -1663,6 +1700,7 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     return Value::Float((method == "ceil" ? std::ceil(x * p) : std::floor(x * p)) / p);
   }
   if (name == "indent") {
+    need_defined(v);
     const Value width_v = a.Get(0, "width");
     std::string indention;
     if (width_v.is_string()) {
@@ -1696,7 +1734,6 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     return MakeStr(PyPad(v.Str(), IntArg(a.Get(0, "width"), 80, "center"), " ", 'c'));
   }
   if (name == "format") {
-    need_defined(v);
     if (!a.keyword.empty()) FailUnsupported("keyword arguments of the format filter" + at);
     return MakeStr(PercentFormat(v.Str(), Value::List(a.positional, Kind::kTuple), line));
   }
@@ -1785,7 +1822,7 @@ bool Interpreter::ApplyTest(const std::string& name, const Value& v, CallArgs& a
   if (name == "iterable") {
     return v.is_undefined() || v.is_string() || v.is_sequence_like() || v.kind() == Kind::kDict;
   }
-  if (name == "callable") return v.kind() == Kind::kCallable;
+  if (name == "callable") return v.kind() == Kind::kCallable || v.is_undefined();
   if (name == "escaped") return false;
   if (name == "sameas") {
     if (v.kind() != arg.kind()) return false;
@@ -1804,8 +1841,17 @@ bool Interpreter::ApplyTest(const std::string& name, const Value& v, CallArgs& a
     }
   }
   if (name == "lower" || name == "upper") {
+    // Python str.islower()/isupper(): some cased letter, none of the other case.
     const std::string s = v.Str();
-    return name == "lower" ? Lower(s) == s : Upper(s) == s;
+    bool any_cased = false;
+    size_t pos = 0;
+    while (pos < s.size()) {
+      const uint32_t c = NextCodePoint(s, &pos);
+      if (!IsCased(c)) continue;
+      any_cased = true;
+      if (name == "lower" ? ToLower(c) != c : ToUpper(c) != c) return false;
+    }
+    return any_cased;
   }
   if (name == "odd" || name == "even" || name == "divisibleby") {
     if (v.is_undefined()) Fail(UndefinedMessage(v) + at);
