@@ -646,7 +646,7 @@ class Interpreter {
       }
       CheckSize(out.size());
     }
-    if (next < list.size() && args.kind() == Kind::kTuple) {
+    if (next < list.size() && args.kind() != Kind::kDict) {
       Fail("not all arguments converted during string formatting" + Line(line));
     }
     return out;
@@ -1701,6 +1701,8 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
   }
   if (name == "indent") {
     need_defined(v);
+    // jinja2 appends "\n" to the value: anything but a string is a TypeError.
+    if (!v.is_string()) Fail(std::string("indent: expected a string, not ") + v.TypeName() + at);
     const Value width_v = a.Get(0, "width");
     std::string indention;
     if (width_v.is_string()) {
