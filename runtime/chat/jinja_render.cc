@@ -14,7 +14,7 @@ namespace kvedge::jinja {
 class Interpreter {
  public:
   Interpreter(const DictData& globals, const RenderOptions& options) : globals_(globals), options_(options) {
-    frames_.push_back(Frame{{}, -1});
+    frames_.push_back(Frame{{}, -1, 0});
   }
 
   enum class Flow { kNormal, kBreak, kContinue };
@@ -69,11 +69,12 @@ class Interpreter {
   // ---- scopes ----
   struct Frame {
     std::vector<std::pair<std::string, Value>> vars;
-    int parent;  // frame where lookup continues; -1: the globals
+    int parent;   // frame where lookup continues; -1: the globals
+    uint64_t id;  // unique over the render: tells a live frame from a reused slot
   };
   int PushFrame(int parent) {
     if (frames_.size() > 4096) FailExhausted("too many nested scopes");
-    frames_.push_back(Frame{{}, parent});
+    frames_.push_back(Frame{{}, parent, ++frame_ids_});
     return static_cast<int>(frames_.size()) - 1;
   }
   void PopFrame() { frames_.pop_back(); }
@@ -259,8 +260,14 @@ class Interpreter {
   }
 
   // ---- macros ----
+  // A macro sees the scope it was defined in while that scope lives (a macro
+  // defined in a loop body sees the loop variable), else the top level.
   Value MakeMacro(const Node* macro) {
-    return Value::Function(macro->text, [this, macro](Interpreter&, CallArgs& a) {
+    const int def_scope = Top();
+    const uint64_t def_id = frames_.back().id;
+    return Value::Function(macro->text, [this, macro, def_scope, def_id](Interpreter&, CallArgs& a) {
+      const int scope =
+          def_scope < static_cast<int>(frames_.size()) && frames_[def_scope].id == def_id ? def_scope : 0;
       Value caller;
       for (auto it = a.keyword.begin(); it != a.keyword.end(); ++it) {
         if (it->first == "caller") {
@@ -269,7 +276,7 @@ class Interpreter {
           break;
         }
       }
-      return CallMacroBody(*macro, a, 0, caller);
+      return CallMacroBody(*macro, a, scope, caller);
     });
   }
 
@@ -857,6 +864,7 @@ class Interpreter {
   size_t work_ = 0;
   int depth_ = 0;
   int call_depth_ = 0;
+  uint64_t frame_ids_ = 0;
 };
 
 namespace {

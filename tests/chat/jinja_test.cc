@@ -289,6 +289,129 @@ b|['a', 'b', 'c']|['a', '', 'b']|['a', 'b ']|['a', 'b', 'c'])J"},
 assistant
 user
 )J"},
+    {R"J({{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %})J", nullptr},
+    {R"J({{ 1/3 }}|{{ 2.5e-5 }}|{{ 1e22 }}|{{ 123456789.123 }}|{{ 1e16 - 1 }}|{{ 0.000123 }}|{{ 5e-324 }}|{{ 1.7976931348623157e308 }}|{{ '1e3'|int }}|{{ '1_000'|int }}|{{ '-12'|int }}|{{ '+5'|int }}|{{ ''|int }}|{{ '1.5e400'|float }}|{{ 'inf'|float }}|{{ 'nan'|float|string }})J", R"J(0.3333333333333333|2.5e-05|1e+22|123456789.123|1e+16|0.000123|5e-324|1.7976931348623157e+308|1000|1000|-12|5|0|inf|inf|nan)J"},
+    {R"J({{ messages }})J", R"J([{'role': 'system', 'content': 'Sys  '}, {'role': 'user', 'content': 'Héllo wörld 😀\n\tx — ÄÖÜ ß ǅ İ Σ'}, {'role': 'assistant', 'content': 'ok', 'tool_calls': [{'function': {'name': 'f', 'arguments': {'a': 1, 'b': [1.5, True, None, 'é"\\/']}}}]}, {'role': 'user', 'content': ' 123 ', 'n': 7, 'f': 2.5, 'e': '', 'l': [3, 1, 2], 'd': {'b': 2, 'a': 1}}])J"},
+    {R"J({{ messages[2].tool_calls }}|{{ messages[3].d.items()|list }}|{{ ["\x7f", "a'b", 'a"b', "a'\"b", "\u200d", "\x00"] }})J", R"J([{'function': {'name': 'f', 'arguments': {'a': 1, 'b': [1.5, True, None, 'é"\\/']}}}]|[('b', 2), ('a', 1)]|['\x7f', "a'b", 'a"b', 'a\'"b', '\u200d', '\x00'])J"},
+    {R"J({%- for m in messages -%}
+    {%- if loop.index0 is even -%}E{%- else -%}O{%- endif -%}
+    {{- loop.length -}}
+{%- endfor -%}
+{% for m in messages if m.role != 'system' %}{{ loop.index }}/{{ loop.length }}{% if loop.last %}!{% endif %}{% endfor %})J", R"J(E4O4E4O41/32/33/3!)J"},
+    {R"J(   {% if true %}   indented text {% endif %}   
+	{% if true %}tab{% endif %}
+x {% if true %}no-lstrip{% endif %}
+  {{ 'var keeps indent' }}
+  {%- if true %} minus{% endif %})J", R"J(   indented text    
+tabx no-lstrip  var keeps indent minus)J"},
+    {R"J({%- macro render(m, suffix='') -%}
+[{{ m.role }}{{ suffix }}]
+{%- endmacro -%}
+{%- for m in messages -%}
+{{ render(m, suffix=loop.index) }}
+{%- endfor %})J", R"J([system1][user2][assistant3][user4])J"},
+    {R"J({% set counter = namespace(v=0) %}{% macro bump() %}{% set counter.v = counter.v + 1 %}{% endmacro %}{{ bump() }}{{ bump() }}{{ counter.v }})J", R"J(2)J"},
+    {R"J({{ messages|map(attribute='content')|map('trim')|map('length')|list }}|{{ messages|map(attribute='role')|select('equalto', 'user')|list|count }})J", R"J([3, 30, 2, 3]|2)J"},
+    {R"J({% if messages[0].content is string and messages[0].content|length %}yes{% endif %}|{% if messages[2].tool_calls is sequence %}seq{% endif %}|{% if messages[2].tool_calls[0].function.arguments is mapping %}map{% endif %})J", R"J(yes|seq|map)J"},
+    {R"J({{ (messages|last).role }}|{{ (messages|first)['content']|trim }}|{{ messages[-1].content.strip() }}|{{ messages|selectattr('role', 'in', ['user', 'system'])|map(attribute='role')|list }})J", R"J(user|Sys|123|['system', 'user', 'user'])J"},
+    {R"J({{ "a" if messages else "b" }}|{{ messages and messages[0].role }}|{{ none or none }}|{{ (none or '') is none }})J", R"J(a|system|None|False)J"},
+    {R"J({% set ns = namespace(last_user=-1) %}{% for m in messages %}{% if m.role == 'user' %}{% set ns.last_user = loop.index0 %}{% endif %}{% endfor %}{{ ns.last_user }}|{{ messages[ns.last_user].content|trim }})J", R"J(3|123)J"},
+    {R"J({{ messages[1].content.split('\n')|join('|') }}|{{ messages[1].content.split()|length }}|{{ messages[1].content|wordcount }})J", R"J(Héllo wörld 😀|	x — ÄÖÜ ß ǅ İ Σ|10|8)J"},
+    {R"J({{ messages[3].content|trim|int * 2 }}|{{ (messages[3].content|trim|int) // 7 }}|{{ messages[3].n is divisibleby 7 }})J", R"J(246|17|True)J"},
+    {R"J({{ '{"a": 1}'|tojson }}|{{ messages[3].f|tojson }}|{{ messages[3].n|tojson }}|{{ true|tojson }}|{{ none|tojson }}|{{ (1, 'a')|tojson }}|{{ 'é'|tojson }})J", R"J("{\"a\": 1}"|2.5|7|true|null|[1, "a"]|"é")J"},
+    {R"J({{ messages[2]|tojson(indent=2, sort_keys=true) }})J", R"J({
+  "content": "ok",
+  "role": "assistant",
+  "tool_calls": [
+    {
+      "function": {
+        "arguments": {
+          "a": 1,
+          "b": [
+            1.5,
+            true,
+            null,
+            "é\"\\/"
+          ]
+        },
+        "name": "f"
+      }
+    }
+  ]
+})J"},
+    {R"J({{ messages[2]|tojson(indent='\t') }})J", R"J({
+	"role": "assistant",
+	"content": "ok",
+	"tool_calls": [
+		{
+			"function": {
+				"name": "f",
+				"arguments": {
+					"a": 1,
+					"b": [
+						1.5,
+						true,
+						null,
+						"é\"\\/"
+					]
+				}
+			}
+		}
+	]
+})J"},
+    {R"J({%- set sys = messages | selectattr('role', 'eq', 'system') | first -%}{{ sys.content }}|{{ (messages | selectattr('role', 'eq', 'nobody') | first) is defined }})J", R"J(Sys  |False)J"},
+    {R"J({{ messages|groupby('role') }})J", R"J([('assistant', [{'role': 'assistant', 'content': 'ok', 'tool_calls': [{'function': {'name': 'f', 'arguments': {'a': 1, 'b': [1.5, True, None, 'é"\\/']}}}]}]), ('system', [{'role': 'system', 'content': 'Sys  '}]), ('user', [{'role': 'user', 'content': 'Héllo wörld 😀\n\tx — ÄÖÜ ß ǅ İ Σ'}, {'role': 'user', 'content': ' 123 ', 'n': 7, 'f': 2.5, 'e': '', 'l': [3, 1, 2], 'd': {'b': 2, 'a': 1}}])])J"},
+    {R"J({% for k, v in {'b': 1, 'a': 2}|dictsort %}{{ k }}{{ v }}{% endfor %}|{% for k in {'b': 1, 'a': 2}|sort %}{{ k }}{% endfor %})J", R"J(a2b1|ab)J"},
+    {R"J({{ ''.join(['a', 'b']) }}|{{ ', '.join(messages|map(attribute='role')) }})J", R"J(ab|system, user, assistant, user)J"},
+    {R"J({{ 'abc'[1:] }}{{ 'abc'[:-1] }}{{ 'abc'[::2] }}{{ 'abc'[10:] }}{{ 'abc'[-10:] }}{{ [1,2,3][::-1] }}{{ [1,2,3][5:1:-1] }}{{ 'ab'[none:none] }})J", R"J(bcabacabc[3, 2, 1][3]ab)J"},
+    {R"J({% for i in range(3) %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% else %}E{% endfor %}|{% for i in [] %}{% else %}{% for j in [1] %}{{ j }}{% endfor %}{% endfor %})J", R"J(02|1)J"},
+    {R"J({{ x.y }})J", nullptr},
+    {R"J({{ messages.nope.nope }})J", nullptr},
+    {R"J({{ messages[0]['nope']['nope'] }})J", nullptr},
+    {R"J({{ messages|selectattr('nope.deeper')|list }})J", nullptr},
+    {R"J({{ messages|map(attribute='tool_calls.0.function.name')|list }})J", nullptr},
+    {R"J({{ 'x'|default }}|{{ nope|default }}|{{ nope|d('D') }}|{{ messages[0].nope|default(messages[0].role) }})J", R"J(x||D|system)J"},
+    {R"J({{ nope is none }}|{{ nope is string }}|{{ nope is number }}|{{ nope is mapping }}|{{ nope is sequence }}|{{ nope is iterable }}|{{ nope is callable }}|{{ nope is lower }})J", R"J(False|False|False|False|True|True|True|False)J"},
+    {R"J({{ nope == none }}|{{ nope != 1 }}|{{ not nope }}|{{ nope in messages }}|{{ 'a' in nope }})J", R"J(False|True|True|False|False)J"},
+    {R"J({{ nope < 1 }})J", nullptr},
+    {R"J({{ nope|trim }}{{ nope|upper }}{{ nope|join }}{{ nope|string }}{{ nope|list }}{{ nope|first }}{{ nope|last }}{{ nope|length }}{{ nope|reverse|list }}{{ nope|sort }})J", R"J([]0[][])J"},
+    {R"J({{ nope|int }}|{{ nope|float }}|{{ nope|items|list }})J", nullptr},
+    {R"J({{ nope|abs }})J", nullptr},
+    {R"J({{ nope|tojson }})J", nullptr},
+    {R"J({{ nope|dictsort }})J", nullptr},
+    {R"J({{ nope|replace('a', 'b') }})J", R"J()J"},
+    {R"J({{ nope|round }}
+)J", nullptr},
+    {R"J({{ {'role': 1}|attr('role') }}|{{ {'role': 1}|attr('items') is defined }}|{{ 'a'|attr('upper') is defined }}|{{ messages|groupby('role')|map(attribute='grouper')|list }})J", R"J(|True|True|['assistant', 'system', 'user'])J"},
+    {R"J({% for g in messages|groupby('role') %}{{ g.grouper }}:{{ g.list|length }};{% endfor %}|{% for k, items in messages|groupby('role') %}{{ k }}{{ items|length }}{% endfor %})J", R"J(assistant:1;system:1;user:2;|assistant1system1user2)J"},
+    {R"J({{ nope|int }})J", nullptr},
+    {R"J({{ nope|indent }})J", nullptr},
+    {R"J({{ nope|format }}|{{ nope|center|length }}|{{ nope|sum }}|{{ nope is lower }}|{{ 'ABC1' is upper }}|{{ '1' is upper }})J", R"J(|80|0|False|True|False)J"},
+    {R"J({{ "%s"|format(nope) }}|{{ "a"|indent(first=true) }})J", R"J(|    a)J"},
+    {R"J({% for x in messages %}{{ loop.depth }}{{ loop.depth0 }}{% endfor %})J", R"J(10101010)J"},
+    {R"J({{ namespace(messages[0]).role }}|{{ dict(a=1, b=2) }}|{{ dict(messages[0], x=1) }}
+)J", R"J(system|{'a': 1, 'b': 2}|{'role': 'system', 'content': 'Sys  ', 'x': 1})J"},
+    {R"J({% set x = 1 %}{% for i in [1,2] %}{{ x }}{% set x = x + 1 %}{{ x }}{% endfor %}{{ x }})J", R"J(12121)J"},
+    {R"J({% set x = 1 %}{% if true %}{% set x = 2 %}{% endif %}{{ x }}{% for i in [1] %}{% if true %}{% set x = 3 %}{% endif %}{{ x }}{% endfor %}{{ x }})J", R"J(232)J"},
+    {R"J({% macro m() %}{% set y = 5 %}{{ y }}{% endmacro %}{{ m() }}{{ y }})J", R"J(5)J"},
+    {R"J({% for i in [1, 2] %}{% set outer_i = i %}{% for j in [3] %}{{ outer_i }}{{ i }}{{ j }}{% endfor %}{% endfor %})J", R"J(113223)J"},
+    {R"J({% macro outer() %}{% macro inner() %}I{% endmacro %}{{ inner() }}O{% endmacro %}{{ outer() }})J", R"J(IO)J"},
+    {R"J({% macro m(x) %}{{ caller(x) if caller is defined else x }}{% endmacro %}{{ m(1) }}|{% call(v) m(2) %}[{{ v }}]{% endcall %})J", R"J(1|[2])J"},
+    {R"J({% for m in messages %}{% macro show() %}{{ m.role }}{% endmacro %}{{ show() }}{% endfor %})J", R"J(systemuserassistantuser)J"},
+    {R"J({% set items = [] %}{% for m in messages %}{% set items = items + [m.role] %}{% endfor %}{{ items }})J", R"J([])J"},
+    {R"J({% with %}{% set inner = 1 %}{{ inner }}{% endwith %}{{ inner }})J", R"J(1)J"},
+    {R"J({% for a in [[1, 2], [3, 4]] %}{% for b in a %}{{ loop.index }}{{ b }}{% endfor %}{{ loop.index }}{% endfor %})J", R"J(1122113242)J"},
+    {R"J({% for x in [1, 2, 3] %}{{ loop.previtem }}{{ loop.nextitem }}|{% endfor %})J", R"J(2|13|2|)J"},
+    {R"J({% set x = 5 %}{% macro m() %}{{ x }}{% endmacro %}{% set x = 6 %}{{ m() }})J", R"J(6)J"},
+    {R"J({% for i in range(2) %}{% set x = i %}{% endfor %}{{ x }})J", R"J()J"},
+    {R"J({% if messages %}{% set first = messages[0] %}{% endif %}{{ first.role }})J", R"J(system)J"},
+    {R"J({%- set ns = namespace(a=1) -%}{%- set ns2 = ns -%}{%- set ns2.a = 2 -%}{{ ns.a }})J", R"J(2)J"},
+    {R"J({{ messages[0].role is defined and messages[0].role == 'system' }})J", R"J(True)J"},
+    {R"J({% for message in messages %}{% if message.role == 'system' %}{% set sys = message.content %}{% endif %}{% endfor %}[{{ sys }}])J", R"J([])J"},
+    {R"J({% set a = 'x' %}{% set b %}{{ a }}{{ a }}{% endset %}{{ b|length }}{{ b }})J", R"J(2xx)J"},
+    {R"J({{ caller }}|{{ varargs }}|{{ kwargs }}|{{ loop }})J", R"J(|||)J"},
+    {R"J({% macro m() %}{{ varargs|length }}{{ kwargs|length }}{% endmacro %}{{ m() }}{{ m(1, 2) }}{{ m(a=1) }}
+)J", R"J(002001)J"},
 };
 
 StatusOr<std::string> RenderWith(const std::string& source, const jinja::RenderLimits& limits = {}) {
