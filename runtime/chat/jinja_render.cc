@@ -791,9 +791,8 @@ class Interpreter {
     const Value obj = Eval(*e.args[0]);
     Value parts[3];
     for (int k = 0; k < 3; ++k) parts[k] = e.args[k + 1] ? Eval(*e.args[k + 1]) : Value::None();
-    for (auto& p : parts) {
-      if (p.is_undefined()) p = Value::None();  // jinja2 passes Undefined; slice() then rejects it
-    }
+    // jinja2 compiles slices to Python's obj[a:b:c], bypassing its getitem:
+    // anything but a sequence (and any bound but an int or None) is an error.
     if (obj.is_undefined()) Fail(UndefinedMessage(obj) + Line(e.line));
     if (obj.is_string()) {
       const std::vector<uint32_t> cps = CodePoints(obj.string());
@@ -810,7 +809,23 @@ class Interpreter {
       }
       return MakeList(std::move(out), obj.kind());
     }
-    return Value::Undefined(std::string(obj.TypeName()) + " object is not subscriptable");
+    // Except that jinja2 folds constant expressions at compile time through
+    // its getitem, which turns the failure into Undefined: false[1:] is ''.
+    if (IsConstant(*e.args[0])) return Value::Undefined(std::string(obj.TypeName()) + " object is not subscriptable");
+    Fail(std::string("'") + obj.TypeName() + "' object is not subscriptable" + Line(e.line));
+  }
+
+  // Whether jinja2's optimizer sees `e` as a constant: literals and
+  // operators, filters and tests over literals only (no names, no calls).
+  static bool IsConstant(const Expr& e) {
+    if (e.type == Expr::kName || e.type == Expr::kCall) return false;
+    for (const auto& a : e.args) {
+      if (a && !IsConstant(*a)) return false;
+    }
+    for (const auto& kv : e.kwargs) {
+      if (!IsConstant(*kv.second)) return false;
+    }
+    return true;
   }
 
   // The elements a for loop (or list()) sees.
