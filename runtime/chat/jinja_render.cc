@@ -138,7 +138,9 @@ class Interpreter {
         Append(out, n.text);
         return Flow::kNormal;
       case Node::kOutput: {
+        const_output_ = IsConstant(*n.expr);
         const Value v = Eval(*n.expr);
+        const_output_ = false;
         Append(out, ToOutput(v));
         return Flow::kNormal;
       }
@@ -809,9 +811,10 @@ class Interpreter {
       }
       return MakeList(std::move(out), obj.kind());
     }
-    // Except that jinja2 folds constant expressions at compile time through
-    // its getitem, which turns the failure into Undefined: false[1:] is ''.
-    if (IsConstant(*e.args[0])) return Value::Undefined(std::string(obj.TypeName()) + " object is not subscriptable");
+    // Except that jinja2 folds a {{ }} whose expression is constant at
+    // compile time through its getitem, which turns the failure into
+    // Undefined: {{ false[1:] }} prints ''.
+    if (const_output_ && IsConstant(*e.args[0])) return Value::Undefined(std::string(obj.TypeName()) + " object is not subscriptable");
     Fail(std::string("'") + obj.TypeName() + "' object is not subscriptable" + Line(e.line));
   }
 
@@ -880,6 +883,7 @@ class Interpreter {
   int depth_ = 0;
   int call_depth_ = 0;
   uint64_t frame_ids_ = 0;
+  bool const_output_ = false;  // evaluating a {{ }} made of literals only
 };
 
 namespace {
