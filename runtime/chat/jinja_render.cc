@@ -4,9 +4,13 @@
 #include "runtime/chat/jinja_render.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <functional>
+#include <new>
 
 namespace kvedge::jinja {
 
@@ -1989,6 +1993,8 @@ StatusOr<Template> Template::Parse(std::string_view source, const ParseLimits& l
     return Status(e.code, "chat template: " + e.message);
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("chat template: out of memory while parsing");
+  } catch (const std::exception& e) {
+    return Internal(std::string("chat template: ") + e.what());
   }
 }
 
@@ -2001,6 +2007,8 @@ StatusOr<std::string> Template::Render(const DictData& variables, const RenderOp
     return Status(e.code, e.message);
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("chat template: out of memory while rendering");
+  } catch (const std::exception& e) {
+    return Internal(std::string("chat template: ") + e.what());
   }
   return out;
 }
