@@ -13,9 +13,9 @@
 namespace kvedge::chat {
 
 struct ModelChatTemplate {
-  std::string source;        // the Jinja source; kChatMlTemplate when the model has none
-  bool from_model = false;   // false: the ChatML fallback (callers warn)
-  std::string bos_token;     // empty when the vocabulary names no BOS
+  std::string source;       // the Jinja source; kChatMlTemplate when the model has none
+  bool from_model = false;  // false: the ChatML fallback (callers warn)
+  std::string bos_token;    // empty when the vocabulary names no BOS
   std::string eos_token;
 };
 

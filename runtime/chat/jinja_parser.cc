@@ -201,7 +201,8 @@ class Lexer {
   size_t LexTag(bool variable, size_t p) {
     std::vector<char> balance;
     for (;;) {
-      if (p >= src_.size()) Fail(std::string("unexpected end of template, expected '") + (variable ? "}}" : "%}") + "'" + At(line_));
+      if (p >= src_.size())
+        Fail(std::string("unexpected end of template, expected '") + (variable ? "}}" : "%}") + "'" + At(line_));
       if (balance.empty()) {
         if (variable) {
           if (src_.compare(p, 3, "-}}") == 0) {
@@ -244,8 +245,8 @@ class Lexer {
         p = LexString(p);
         continue;
       }
-      static const char* const kOps[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~", "[", "]",
-                                         "(",  ")",  "{",  "}",  ">",  "<",  "=", ".", ":", "|", ",", ";"};
+      static const char* const kOps[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~", "[",
+                                         "]",  "(",  ")",  "{",  "}",  ">",  "<", "=", ".", ":", "|", ",", ";"};
       const char* op = nullptr;
       for (const char* o : kOps) {
         if (src_.compare(p, std::strlen(o), o) == 0) {
@@ -307,7 +308,8 @@ class Lexer {
     } else {
       // jinja2's integer rule: no leading zeros except for zero itself.
       if (digits.size() > 1 && digits[0] == '0') {
-        if (digits.find_first_not_of('0') != std::string::npos) Fail("invalid integer literal '" + digits + "'" + At(line_));
+        if (digits.find_first_not_of('0') != std::string::npos)
+          Fail("invalid integer literal '" + digits + "'" + At(line_));
       }
       t.type = Tok::kInt;
       if (digits.size() > 18) FailUnsupported("integer literal " + digits + " exceeds 64 bits" + At(line_));
@@ -346,17 +348,39 @@ class Lexer {
       const char e = src_[i + 1];
       i += 2;
       switch (e) {
-        case '\n': ++line_; break;  // line continuation
-        case '\\': out += '\\'; break;
-        case '\'': out += '\''; break;
-        case '"': out += '"'; break;
-        case 'a': out += '\a'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'v': out += '\v'; break;
+        case '\n':
+          ++line_;
+          break;  // line continuation
+        case '\\':
+          out += '\\';
+          break;
+        case '\'':
+          out += '\'';
+          break;
+        case '"':
+          out += '"';
+          break;
+        case 'a':
+          out += '\a';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'v':
+          out += '\v';
+          break;
         case 'x':
         case 'u':
         case 'U': {
@@ -378,7 +402,8 @@ class Lexer {
         default:
           if (e >= '0' && e <= '7') {
             uint32_t cp = e - '0';
-            for (int k = 0; k < 2 && i < src_.size() && src_[i] >= '0' && src_[i] <= '7'; ++k) cp = cp * 8 + (src_[i++] - '0');
+            for (int k = 0; k < 2 && i < src_.size() && src_[i] >= '0' && src_[i] <= '7'; ++k)
+              cp = cp * 8 + (src_[i++] - '0');
             AppendCodePoint(cp, &out);
           } else {
             out += '\\';
@@ -399,20 +424,21 @@ class Lexer {
   int line_ = 1;
 };
 
-const char* const kFilterNames[] = {
-    "abs",     "attr",      "batch",   "capitalize", "center", "count",      "d",          "default",
-    "dictsort", "e",        "escape",  "filesizeformat", "first", "float",   "forceescape", "format",
-    "groupby", "indent",    "int",     "items",      "join",   "last",       "length",     "list",
-    "lower",   "map",       "max",     "min",        "pprint", "random",     "reject",     "rejectattr",
-    "replace", "reverse",   "round",   "safe",       "select", "selectattr", "slice",      "sort",
-    "string",  "striptags", "sum",     "title",      "tojson", "trim",       "truncate",   "unique",
-    "upper",   "urlencode", "urlize",  "wordcount",  "wordwrap", "xmlattr"};
+const char* const kFilterNames[] = {"abs",    "attr",       "batch",       "capitalize", "center",   "count",
+                                    "d",      "default",    "dictsort",    "e",          "escape",   "filesizeformat",
+                                    "first",  "float",      "forceescape", "format",     "groupby",  "indent",
+                                    "int",    "items",      "join",        "last",       "length",   "list",
+                                    "lower",  "map",        "max",         "min",        "pprint",   "random",
+                                    "reject", "rejectattr", "replace",     "reverse",    "round",    "safe",
+                                    "select", "selectattr", "slice",       "sort",       "string",   "striptags",
+                                    "sum",    "title",      "tojson",      "trim",       "truncate", "unique",
+                                    "upper",  "urlencode",  "urlize",      "wordcount",  "wordwrap", "xmlattr"};
 const char* const kTestNames[] = {
-    "odd",    "even",   "divisibleby", "defined", "undefined", "filter", "test",  "none",  "boolean",
-    "false",  "true",   "integer",     "float",   "number",    "string", "mapping", "sequence", "iterable",
-    "callable", "sameas", "escaped",   "in",      "lower",     "upper",  "==",    "eq",    "equalto",
-    "!=",     "ne",     ">",           "gt",      "greaterthan", "ge",   ">=",    "<",     "lt",
-    "lessthan", "<=",   "le"};
+    "odd",      "even",     "divisibleby", "defined", "undefined", "filter", "test",   "none",
+    "boolean",  "false",    "true",        "integer", "float",     "number", "string", "mapping",
+    "sequence", "iterable", "callable",    "sameas",  "escaped",   "in",     "lower",  "upper",
+    "==",       "eq",       "equalto",     "!=",      "ne",        ">",      "gt",     "greaterthan",
+    "ge",       ">=",       "<",           "lt",      "lessthan",  "<=",     "le"};
 
 class Parser {
  public:
@@ -469,17 +495,27 @@ class Parser {
   }
   static std::string Describe(const Token& t) {
     switch (t.type) {
-      case Tok::kData: return "template data";
-      case Tok::kVarBegin: return "'{{'";
-      case Tok::kVarEnd: return "end of print statement";
-      case Tok::kBlockBegin: return "'{%'";
-      case Tok::kBlockEnd: return "end of statement block";
-      case Tok::kName: return "'" + t.text + "'";
-      case Tok::kString: return "string";
+      case Tok::kData:
+        return "template data";
+      case Tok::kVarBegin:
+        return "'{{'";
+      case Tok::kVarEnd:
+        return "end of print statement";
+      case Tok::kBlockBegin:
+        return "'{%'";
+      case Tok::kBlockEnd:
+        return "end of statement block";
+      case Tok::kName:
+        return "'" + t.text + "'";
+      case Tok::kString:
+        return "string";
       case Tok::kInt:
-      case Tok::kFloat: return "number";
-      case Tok::kOp: return "'" + t.text + "'";
-      case Tok::kEof: return "end of template";
+      case Tok::kFloat:
+        return "number";
+      case Tok::kOp:
+        return "'" + t.text + "'";
+      case Tok::kEof:
+        return "end of template";
     }
     return "token";
   }
@@ -535,8 +571,7 @@ class Parser {
         nodes.push_back(std::move(n));
       } else if (t.type == Tok::kBlockBegin) {
         const Token& name = peek();
-        if (name.type == Tok::kName &&
-            std::find(end.begin(), end.end(), name.text) != end.end()) {
+        if (name.type == Tok::kName && std::find(end.begin(), end.end(), name.text) != end.end()) {
           next();  // at the tag name
           return nodes;
         }
@@ -710,8 +745,7 @@ class Parser {
 
   bool IsTupleEnd(const std::vector<std::string>& extra_end) const {
     if (cur().type == Tok::kVarEnd || cur().type == Tok::kBlockEnd || IsOp(")")) return true;
-    return cur().type == Tok::kName &&
-           std::find(extra_end.begin(), extra_end.end(), cur().text) != extra_end.end();
+    return cur().type == Tok::kName && std::find(extra_end.begin(), extra_end.end(), cur().text) != extra_end.end();
   }
 
   ExprPtr ParseTuple(bool explicit_parens, bool with_condexpr, const std::vector<std::string>& extra_end) {

@@ -40,8 +40,8 @@ class Interpreter {
   }
   void CheckSize(size_t bytes) {
     if (bytes > options_.limits.max_output_bytes) {
-      FailExhausted("template output or a string in it exceeds " +
-                    std::to_string(options_.limits.max_output_bytes) + " bytes");
+      FailExhausted("template output or a string in it exceeds " + std::to_string(options_.limits.max_output_bytes) +
+                    " bytes");
     }
   }
   Value MakeStr(std::string s) {
@@ -182,8 +182,8 @@ class Interpreter {
         const int scope = Top();
         const Node* body = &n;
         args.keyword.emplace_back("caller", Value::Function("caller", [this, body, scope](Interpreter&, CallArgs& a) {
-          return CallMacroBody(*body, a, scope, Value());
-        }));
+                                    return CallMacroBody(*body, a, scope, Value());
+                                  }));
         Append(out, ToOutput(CallValue(callee, args, call.line)));
         return Flow::kNormal;
       }
@@ -246,15 +246,15 @@ class Interpreter {
       loop->Set("previtem", i > 0 ? items[i - 1] : Value::Undefined("there is no previous item"));
       loop->Set("nextitem", i + 1 < count ? items[i + 1] : Value::Undefined("there is no next item"));
       loop->Set("cycle", Value::Function("cycle", [i](Interpreter&, CallArgs& a) {
-        if (a.positional.empty()) Fail("no items for cycling given");
-        return a.positional[static_cast<size_t>(i) % a.positional.size()];
-      }));
+                  if (a.positional.empty()) Fail("no items for cycling given");
+                  return a.positional[static_cast<size_t>(i) % a.positional.size()];
+                }));
       loop->Set("changed", Value::Function("changed", [last_changed](Interpreter&, CallArgs& a) {
-        const Value v = Value::List(a.positional, Kind::kTuple);
-        if (last_changed->has_value() && Equals(**last_changed, v)) return Value::Bool(false);
-        *last_changed = v;
-        return Value::Bool(true);
-      }));
+                  const Value v = Value::List(a.positional, Kind::kTuple);
+                  if (last_changed->has_value() && Equals(**last_changed, v)) return Value::Bool(false);
+                  *last_changed = v;
+                  return Value::Bool(true);
+                }));
       Assign("loop", Value::Object(std::move(loop)));
       AssignTargets(n, items[i]);
       const Flow f = ExecList(n.body, out);
@@ -272,8 +272,7 @@ class Interpreter {
     const int def_scope = Top();
     const uint64_t def_id = frames_.back().id;
     return Value::Function(macro->text, [this, macro, def_scope, def_id](Interpreter&, CallArgs& a) {
-      const int scope =
-          def_scope < static_cast<int>(frames_.size()) && frames_[def_scope].id == def_id ? def_scope : 0;
+      const int scope = def_scope < static_cast<int>(frames_.size()) && frames_[def_scope].id == def_id ? def_scope : 0;
       Value caller;
       for (auto it = a.keyword.begin(); it != a.keyword.end(); ++it) {
         if (it->first == "caller") {
@@ -322,8 +321,8 @@ class Interpreter {
     PushFrame(scope);
     for (size_t i = 0; i < nparams; ++i) {
       if (!given[i]) {
-        bound[i] = fn.values[i] ? Eval(*fn.values[i])
-                                : Value::Undefined("parameter '" + fn.targets[i] + "' was not provided");
+        bound[i] =
+            fn.values[i] ? Eval(*fn.values[i]) : Value::Undefined("parameter '" + fn.targets[i] + "' was not provided");
       }
       Assign(fn.targets[i], bound[i]);
     }
@@ -347,7 +346,8 @@ class Interpreter {
 
   Value CallValue(const Value& callee, CallArgs& args, int line) {
     if (callee.is_undefined()) Fail(UndefinedMessage(callee) + Line(line));
-    if (callee.kind() != Kind::kCallable) Fail(std::string("'") + callee.TypeName() + "' object is not callable" + Line(line));
+    if (callee.kind() != Kind::kCallable)
+      Fail(std::string("'") + callee.TypeName() + "' object is not callable" + Line(line));
     DepthGuard guard(this);
     return callee.callable().fn(*this, args);
   }
@@ -402,7 +402,8 @@ class Interpreter {
       case Expr::kUnary: {
         const Value v = Eval(*e.args[0]);
         if (v.is_undefined()) Fail(UndefinedMessage(v) + Line(e.line));
-        if (!v.is_number()) Fail(std::string("bad operand type for unary ") + e.name + ": '" + v.TypeName() + "'" + Line(e.line));
+        if (!v.is_number())
+          Fail(std::string("bad operand type for unary ") + e.name + ": '" + v.TypeName() + "'" + Line(e.line));
         if (e.name == "+") return v.kind() == Kind::kBool ? Value::Int(v.integer()) : v;
         if (v.kind() == Kind::kFloat) return Value::Float(-v.number());
         if (v.integer() == INT64_MIN) FailUnsupported("integer overflow" + Line(e.line));
@@ -505,7 +506,8 @@ class Interpreter {
     const bool nums = a.is_number() && b.is_number();
     const bool ints = nums && a.kind() != Kind::kFloat && b.kind() != Kind::kFloat;
     auto bad = [&]() -> Value {
-      Fail("unsupported operand type(s) for " + op + ": '" + a.TypeName() + "' and '" + b.TypeName() + "'" + Line(line));
+      Fail("unsupported operand type(s) for " + op + ": '" + a.TypeName() + "' and '" + b.TypeName() + "'" +
+           Line(line));
     };
     if (op == "+") {
       if (ints) {
@@ -523,7 +525,8 @@ class Interpreter {
         items.insert(items.end(), b.items().begin(), b.items().end());
         return MakeList(std::move(items), a.kind());
       }
-      if (a.is_string()) Fail(std::string("can only concatenate str (not \"") + b.TypeName() + "\") to str" + Line(line));
+      if (a.is_string())
+        Fail(std::string("can only concatenate str (not \"") + b.TypeName() + "\") to str" + Line(line));
       return bad();
     }
     if (op == "-") {
@@ -544,7 +547,8 @@ class Interpreter {
       if (nums) return Value::Float(a.number() * b.number());
       const Value* seq = nullptr;
       const Value* count = nullptr;
-      if ((a.is_string() || a.kind() == Kind::kList || a.kind() == Kind::kTuple) && b.is_number() && b.kind() != Kind::kFloat) {
+      if ((a.is_string() || a.kind() == Kind::kList || a.kind() == Kind::kTuple) && b.is_number() &&
+          b.kind() != Kind::kFloat) {
         seq = &a;
         count = &b;
       } else if ((b.is_string() || b.kind() == Kind::kList || b.kind() == Kind::kTuple) && a.is_number() &&
@@ -667,11 +671,11 @@ class Interpreter {
 
   // ---- attribute and item access ----
   static bool IsStringMethod(std::string_view n) {
-    static const char* const kNames[] = {"strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith",
-                                          "endswith", "upper", "lower", "title", "capitalize", "replace", "find",
-                                          "rfind", "count", "join", "format", "isdigit", "isalpha", "isalnum",
-                                          "isspace", "islower", "isupper", "center", "ljust", "rjust", "zfill",
-                                          "swapcase", "index", "rindex", "casefold", "isnumeric", "isdecimal"};
+    static const char* const kNames[] = {
+        "strip",   "lstrip",   "rstrip",     "split",   "rsplit",   "splitlines", "startswith", "endswith", "upper",
+        "lower",   "title",    "capitalize", "replace", "find",     "rfind",      "count",      "join",     "format",
+        "isdigit", "isalpha",  "isalnum",    "isspace", "islower",  "isupper",    "center",     "ljust",    "rjust",
+        "zfill",   "swapcase", "index",      "rindex",  "casefold", "isnumeric",  "isdecimal"};
     for (const char* k : kNames) {
       if (n == k) return true;
     }
@@ -734,11 +738,12 @@ class Interpreter {
       case Kind::kString:
         if (key.is_number() && key.kind() != Kind::kFloat) {
           const bool is_str = obj.is_string();
-          const int64_t size = is_str ? static_cast<int64_t>(CodePointCount(obj.string()))
-                                      : static_cast<int64_t>(obj.items().size());
+          const int64_t size =
+              is_str ? static_cast<int64_t>(CodePointCount(obj.string())) : static_cast<int64_t>(obj.items().size());
           int64_t i = key.integer();
           if (i < 0) i += size;
-          if (i < 0 || i >= size) return Value::Undefined(std::string(obj.TypeName()) + " object has no element " + key.Repr());
+          if (i < 0 || i >= size)
+            return Value::Undefined(std::string(obj.TypeName()) + " object has no element " + key.Repr());
           if (!is_str) return obj.items()[i];
           return MakeStr(CodePointAt(obj.string(), i));
         }
@@ -766,7 +771,8 @@ class Interpreter {
   }
 
   // Python slice semantics over n elements: the selected indices.
-  static std::vector<int64_t> SliceIndices(int64_t n, const Value& start_v, const Value& stop_v, const Value& step_v, int line) {
+  static std::vector<int64_t> SliceIndices(int64_t n, const Value& start_v, const Value& stop_v, const Value& step_v,
+                                           int line) {
     const int64_t step = step_v.is_none() ? 1 : SliceBound(step_v, line);
     if (step == 0) Fail("slice step cannot be zero" + Line(line));
     int64_t start, stop;
@@ -810,7 +816,8 @@ class Interpreter {
     }
     if (obj.kind() == Kind::kList || obj.kind() == Kind::kTuple) {
       std::vector<Value> out;
-      for (const int64_t i : SliceIndices(static_cast<int64_t>(obj.items().size()), parts[0], parts[1], parts[2], e.line)) {
+      for (const int64_t i :
+           SliceIndices(static_cast<int64_t>(obj.items().size()), parts[0], parts[1], parts[2], e.line)) {
         out.push_back(obj.items()[i]);
       }
       return MakeList(std::move(out), obj.kind());
@@ -818,7 +825,8 @@ class Interpreter {
     // Except that jinja2 folds a {{ }} whose expression is constant at
     // compile time through its getitem, which turns the failure into
     // Undefined: {{ false[1:] }} prints ''.
-    if (const_output_ && IsConstant(*e.args[0])) return Value::Undefined(std::string(obj.TypeName()) + " object is not subscriptable");
+    if (const_output_ && IsConstant(*e.args[0]))
+      return Value::Undefined(std::string(obj.TypeName()) + " object is not subscriptable");
     Fail(std::string("'") + obj.TypeName() + "' object is not subscriptable" + Line(e.line));
   }
 
@@ -962,8 +970,8 @@ std::vector<std::string> PySplitLines(const std::string& s, bool keepends) {
   while (pos < s.size()) {
     const size_t start = pos;
     const uint32_t cp = NextCodePoint(s, &pos);
-    const bool brk = cp == '\n' || cp == '\r' || cp == 0x0b || cp == 0x0c || cp == 0x1c || cp == 0x1d ||
-                     cp == 0x1e || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
+    const bool brk = cp == '\n' || cp == '\r' || cp == 0x0b || cp == 0x0c || cp == 0x1c || cp == 0x1d || cp == 0x1e ||
+                     cp == 0x85 || cp == 0x2028 || cp == 0x2029;
     if (!brk) continue;
     size_t end = pos;
     if (cp == '\r' && pos < s.size() && s[pos] == '\n') end = ++pos;
@@ -1085,7 +1093,8 @@ std::string PyPad(const std::string& s, int64_t width, const std::string& fill, 
 
 int64_t IntArg(const Value& v, int64_t dflt, const char* what) {
   if (v.is_undefined() || v.is_none()) return dflt;
-  if (!v.is_number() || v.kind() == Kind::kFloat) Fail(std::string(what) + ": an integer is required, not " + v.TypeName());
+  if (!v.is_number() || v.kind() == Kind::kFloat)
+    Fail(std::string(what) + ": an integer is required, not " + v.TypeName());
   return v.integer();
 }
 
@@ -1112,7 +1121,8 @@ std::string PyFormat(const std::string& fmt, const CallArgs& a) {
       if (field.find_first_of(":!.[") != std::string::npos) FailUnsupported("format specs in str.format");
       Value v;
       if (field.empty()) {
-        if (auto_index >= a.positional.size()) Fail("Replacement index " + std::to_string(auto_index) + " out of range");
+        if (auto_index >= a.positional.size())
+          Fail("Replacement index " + std::to_string(auto_index) + " out of range");
         v = a.positional[auto_index++];
       } else if (field.find_first_not_of("0123456789") == std::string::npos) {
         const size_t k = std::stoul(field.substr(0, 9));
@@ -1131,8 +1141,10 @@ std::string PyFormat(const std::string& fmt, const CallArgs& a) {
       out += v.Str();
       i = close;
     } else if (c == '}') {
-      if (i + 1 < fmt.size() && fmt[i + 1] == '}') ++i;
-      else Fail("Single '}' encountered in format string");
+      if (i + 1 < fmt.size() && fmt[i + 1] == '}')
+        ++i;
+      else
+        Fail("Single '}' encountered in format string");
       out += '}';
     } else {
       out += c;
@@ -1157,7 +1169,9 @@ bool StartsOrEnds(const std::string& s, const Value& affix, bool start) {
 }
 
 // Byte offset → code point index, for find()/index() results.
-int64_t CodePointIndex(const std::string& s, size_t byte) { return static_cast<int64_t>(CodePointCount(std::string_view(s).substr(0, byte))); }
+int64_t CodePointIndex(const std::string& s, size_t byte) {
+  return static_cast<int64_t>(CodePointCount(std::string_view(s).substr(0, byte)));
+}
 
 bool AllOf(const std::string& s, bool (*pred)(uint32_t)) {
   if (s.empty()) return false;
@@ -1372,12 +1386,23 @@ std::string HtmlEscape(const std::string& s) {
   std::string out;
   for (const char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -1419,12 +1444,17 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
   if (name == "e" || name == "escape" || name == "forceescape") return MakeStr(HtmlEscape(v.Str()));
   if (name == "length" || name == "count") {
     switch (v.kind()) {
-      case Kind::kUndefined: return Value::Int(0);
-      case Kind::kString: return Value::Int(static_cast<int64_t>(CodePointCount(v.string())));
+      case Kind::kUndefined:
+        return Value::Int(0);
+      case Kind::kString:
+        return Value::Int(static_cast<int64_t>(CodePointCount(v.string())));
       case Kind::kList:
-      case Kind::kTuple: return Value::Int(static_cast<int64_t>(v.items().size()));
-      case Kind::kDict: return Value::Int(static_cast<int64_t>(v.dict().entries.size()));
-      default: Fail(std::string("object of type '") + v.TypeName() + "' has no len()" + at);
+      case Kind::kTuple:
+        return Value::Int(static_cast<int64_t>(v.items().size()));
+      case Kind::kDict:
+        return Value::Int(static_cast<int64_t>(v.dict().entries.size()));
+      default:
+        Fail(std::string("object of type '") + v.TypeName() + "' has no len()" + at);
     }
   }
   if (name == "default" || name == "d") {
@@ -1487,7 +1517,8 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
       if (indent.is_string()) {
         o.indent = indent.string();
       } else {
-        o.indent = std::string(static_cast<size_t>(std::clamp<int64_t>(IntArg(indent, 0, "tojson indent"), 0, 64)), ' ');
+        o.indent =
+            std::string(static_cast<size_t>(std::clamp<int64_t>(IntArg(indent, 0, "tojson indent"), 0, 64)), ' ');
       }
     }
     o.item_separator = o.has_indent ? "," : ", ";
@@ -1518,10 +1549,12 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     const bool cs = a.Get(0, "case_sensitive").Truthy();
     const Value by = a.Get(1, "by");
     const bool by_value = by.is_string() && by.string() == "value";
-    if (by.is_string() && by.string() != "key" && by.string() != "value") Fail("You can only sort by either \"key\" or \"value\"" + at);
+    if (by.is_string() && by.string() != "key" && by.string() != "value")
+      Fail("You can only sort by either \"key\" or \"value\"" + at);
     std::vector<Value> out;
     for (const auto& [k, x] : v.dict().entries) out.push_back(Value::List({k, x}, Kind::kTuple));
-    SortValues(out, [&](const Value& p) { return SortKey(p.items()[by_value ? 1 : 0], cs); }, a.Get(2, "reverse").Truthy());
+    SortValues(
+        out, [&](const Value& p) { return SortKey(p.items()[by_value ? 1 : 0], cs); }, a.Get(2, "reverse").Truthy());
     return MakeList(std::move(out));
   }
   if (name == "sort") {
@@ -1529,9 +1562,12 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     const bool reverse = a.Get(0, "reverse").Truthy();
     const bool cs = a.Get(1, "case_sensitive").Truthy();
     const Value attr = a.Get(2, "attribute");
-    SortValues(items, [&](const Value& x) {
-      return SortKey(attr.is_undefined() || attr.is_none() ? x : Attribute(x, attr.Str(), line), cs);
-    }, reverse);
+    SortValues(
+        items,
+        [&](const Value& x) {
+          return SortKey(attr.is_undefined() || attr.is_none() ? x : Attribute(x, attr.Str(), line), cs);
+        },
+        reverse);
     return MakeList(std::move(items));
   }
   if (name == "unique") {
@@ -1638,7 +1674,8 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
       return k;
     };
     std::vector<Value> items = Iterate(v);
-    SortValues(items, [&](const Value& x) { return SortKey(key_of(x), cs); }, false);
+    SortValues(
+        items, [&](const Value& x) { return SortKey(key_of(x), cs); }, false);
     std::vector<Value> groups;
     std::vector<Value> cur;
     Value cur_key;
@@ -1661,7 +1698,8 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     const int64_t base = IntArg(a.Get(1, "base"), 10, "int");
     switch (v.kind()) {
       case Kind::kBool:
-      case Kind::kInt: return Value::Int(v.integer());
+      case Kind::kInt:
+        return Value::Int(v.integer());
       case Kind::kFloat: {
         const double d = v.number();
         if (!std::isfinite(d)) return dflt;
@@ -1691,7 +1729,8 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
         }
         return dflt;
       }
-      default: return dflt;
+      default:
+        return dflt;
     }
   }
   if (name == "float") {
@@ -1861,16 +1900,24 @@ bool Interpreter::ApplyTest(const std::string& name, const Value& v, CallArgs& a
     if (v.kind() != arg.kind()) return false;
     switch (v.kind()) {
       case Kind::kNone:
-      case Kind::kUndefined: return v.is_none();
-      case Kind::kBool: return v.boolean() == arg.boolean();
-      case Kind::kInt: return v.integer() == arg.integer() && v.integer() >= -5 && v.integer() <= 256;
-      case Kind::kString: return &v.string() == &arg.string();
+      case Kind::kUndefined:
+        return v.is_none();
+      case Kind::kBool:
+        return v.boolean() == arg.boolean();
+      case Kind::kInt:
+        return v.integer() == arg.integer() && v.integer() >= -5 && v.integer() <= 256;
+      case Kind::kString:
+        return &v.string() == &arg.string();
       case Kind::kList:
       case Kind::kTuple:
-      case Kind::kIterator: return &v.items() == &arg.items();
-      case Kind::kDict: return &v.dict() == &arg.dict();
-      case Kind::kObject: return &v.object() == &arg.object();
-      default: return false;
+      case Kind::kIterator:
+        return &v.items() == &arg.items();
+      case Kind::kDict:
+        return &v.dict() == &arg.dict();
+      case Kind::kObject:
+        return &v.object() == &arg.object();
+      default:
+        return false;
     }
   }
   if (name == "lower" || name == "upper") {
@@ -1931,55 +1978,56 @@ const DictData& Interpreter::Builtins() {
   static const DictData* builtins = [] {
     auto* d = new DictData;
     d->Set(Value::Str("range"), Value::Function("range", [](Interpreter& in, CallArgs& a) {
-      if (!a.keyword.empty() || a.positional.empty() || a.positional.size() > 3) Fail("range expects 1 to 3 integer arguments");
-      int64_t start = 0, stop, step = 1;
-      if (a.positional.size() == 1) {
-        stop = IntArg(a.positional[0], 0, "range");
-      } else {
-        start = IntArg(a.positional[0], 0, "range");
-        stop = IntArg(a.positional[1], 0, "range");
-        if (a.positional.size() == 3) step = IntArg(a.positional[2], 1, "range");
-      }
-      if (step == 0) Fail("range() arg 3 must not be zero");
-      const long double count_ld = step > 0 ? (static_cast<long double>(stop) - start + step - 1) / step
-                                            : (static_cast<long double>(start) - stop - step - 1) / -step;
-      const int64_t count = count_ld <= 0 ? 0 : static_cast<int64_t>(count_ld);
-      // jinja2's sandbox refuses ranges over 100000 items (MAX_RANGE).
-      if (count > 100000) Fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
-      std::vector<Value> items;
-      for (int64_t i = 0; i < count; ++i) items.push_back(Value::Int(start + i * step));
-      return in.MakeList(std::move(items));
-    }));
+             if (!a.keyword.empty() || a.positional.empty() || a.positional.size() > 3)
+               Fail("range expects 1 to 3 integer arguments");
+             int64_t start = 0, stop, step = 1;
+             if (a.positional.size() == 1) {
+               stop = IntArg(a.positional[0], 0, "range");
+             } else {
+               start = IntArg(a.positional[0], 0, "range");
+               stop = IntArg(a.positional[1], 0, "range");
+               if (a.positional.size() == 3) step = IntArg(a.positional[2], 1, "range");
+             }
+             if (step == 0) Fail("range() arg 3 must not be zero");
+             const long double count_ld = step > 0 ? (static_cast<long double>(stop) - start + step - 1) / step
+                                                   : (static_cast<long double>(start) - stop - step - 1) / -step;
+             const int64_t count = count_ld <= 0 ? 0 : static_cast<int64_t>(count_ld);
+             // jinja2's sandbox refuses ranges over 100000 items (MAX_RANGE).
+             if (count > 100000) Fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+             std::vector<Value> items;
+             for (int64_t i = 0; i < count; ++i) items.push_back(Value::Int(start + i * step));
+             return in.MakeList(std::move(items));
+           }));
     d->Set(Value::Str("namespace"), Value::Function("namespace", [](Interpreter&, CallArgs& a) {
-      auto ns = std::make_shared<ObjectData>();
-      ns->is_namespace = true;
-      for (const auto& p : a.positional) {
-        if (p.kind() != Kind::kDict) Fail("namespace() takes mappings and keyword arguments");
-        for (const auto& [k, v] : p.dict().entries) ns->Set(k.Str(), v);
-      }
-      for (const auto& [k, v] : a.keyword) ns->Set(k, v);
-      return Value::Object(std::move(ns));
-    }));
+             auto ns = std::make_shared<ObjectData>();
+             ns->is_namespace = true;
+             for (const auto& p : a.positional) {
+               if (p.kind() != Kind::kDict) Fail("namespace() takes mappings and keyword arguments");
+               for (const auto& [k, v] : p.dict().entries) ns->Set(k.Str(), v);
+             }
+             for (const auto& [k, v] : a.keyword) ns->Set(k, v);
+             return Value::Object(std::move(ns));
+           }));
     d->Set(Value::Str("dict"), Value::Function("dict", [](Interpreter&, CallArgs& a) {
-      auto out = std::make_shared<DictData>();
-      for (const auto& p : a.positional) {
-        if (p.kind() != Kind::kDict) FailUnsupported("dict() from a non-mapping");
-        for (const auto& [k, v] : p.dict().entries) out->Set(k, v);
-      }
-      for (const auto& [k, v] : a.keyword) out->Set(Value::Str(k), v);
-      return Value::Dict(std::move(out));
-    }));
+             auto out = std::make_shared<DictData>();
+             for (const auto& p : a.positional) {
+               if (p.kind() != Kind::kDict) FailUnsupported("dict() from a non-mapping");
+               for (const auto& [k, v] : p.dict().entries) out->Set(k, v);
+             }
+             for (const auto& [k, v] : a.keyword) out->Set(Value::Str(k), v);
+             return Value::Dict(std::move(out));
+           }));
     d->Set(Value::Str("raise_exception"), Value::Function("raise_exception", [](Interpreter&, CallArgs& a) -> Value {
-      throw Error{StatusCode::kInvalidArgument, a.Get(0, "message").Str()};
-    }));
+             throw Error{StatusCode::kInvalidArgument, a.Get(0, "message").Str()};
+           }));
     d->Set(Value::Str("strftime_now"), Value::Function("strftime_now", [](Interpreter& in, CallArgs& a) {
-      return in.MakeStr(in.Strftime(StrArg(a.Get(0, "format"), "strftime_now")));
-    }));
+             return in.MakeStr(in.Strftime(StrArg(a.Get(0, "format"), "strftime_now")));
+           }));
     for (const char* name : {"cycler", "joiner", "lipsum"}) {
       const std::string n = name;
       d->Set(Value::Str(n), Value::Function(n, [n](Interpreter&, CallArgs&) -> Value {
-        FailUnsupported("the global function " + n + "()");
-      }));
+               FailUnsupported("the global function " + n + "()");
+             }));
     }
     return d;
   }();

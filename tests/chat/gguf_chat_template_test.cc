@@ -1,10 +1,11 @@
 // A model's chat template and bos/eos strings from GGUF metadata, and the
 // ChatML fallback for models without one.
+#include "runtime/chat/gguf_chat_template.h"
+
 #include <string>
 
 #include "gtest/gtest.h"
 #include "runtime/chat/chat_template.h"
-#include "runtime/chat/gguf_chat_template.h"
 #include "runtime/model/gguf_writer.h"
 #include "tests/testing/test_data.h"
 
@@ -25,8 +26,8 @@ std::string WriteVocabGguf(const std::string& name, const char* chat_template, i
 }
 
 TEST(GgufChatTemplate, ReadsTemplateAndSpecialTokens) {
-  const auto t = LoadModelChatTemplate(
-      WriteVocabGguf("t.gguf", "{{ bos_token }}{% for m in messages %}[{{ m.content }}]{% endfor %}{{ eos_token }}", 1, 2));
+  const auto t = LoadModelChatTemplate(WriteVocabGguf(
+      "t.gguf", "{{ bos_token }}{% for m in messages %}[{{ m.content }}]{% endfor %}{{ eos_token }}", 1, 2));
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_TRUE(t->from_model);
   EXPECT_EQ(t->bos_token, "<s>");
