@@ -593,6 +593,7 @@ class Parser {
     next();
     if (tag == "for") {
       n->type = Node::kFor;
+      loop_uses_.push_back(false);
       ParseTargets(n.get(), "in");
       if (!SkipName("in")) Unexpected("'in'");
       n->expr = ParseTuple(false, false, {"recursive"});
@@ -602,6 +603,8 @@ class Parser {
       ++loop_depth_;
       n->body = Subparse({"endfor", "else"});
       --loop_depth_;
+      n->uses_loop = loop_uses_.back();
+      loop_uses_.pop_back();
       if (SkipName("else")) {
         ExpectBlockEnd();
         n->else_body = Subparse({"endfor"});
@@ -914,6 +917,9 @@ class Parser {
       } else {
         e->type = Expr::kName;
         e->name = t.text;
+        if (t.text == "loop") {
+          for (size_t i = 0; i < loop_uses_.size(); ++i) loop_uses_[i] = true;
+        }
         if (!function_uses_.empty()) {
           auto& uses = function_uses_.back();
           uses[0] = uses[0] || t.text == "caller";
@@ -1155,7 +1161,9 @@ class Parser {
   ParseLimits limits_;
   int depth_ = 0;
   int loop_depth_ = 0;
-  std::vector<std::array<bool, 3>> function_uses_;  // caller, varargs, kwargs per open macro/call body
+  std::vector<std::array<bool, 3>> function_uses_;
+  std::vector<bool>
+      loop_uses_;  // per open for loop: `loop` was read  // caller, varargs, kwargs per open macro/call body
   friend struct DepthGuard;
   friend struct ChainGuard;
 };

@@ -84,6 +84,8 @@ struct Node {
   NodeList else_body;
   // kMacro / kCallBlock: whether the body reads caller, varargs or kwargs.
   bool uses_caller = false, uses_varargs = false, uses_kwargs = false;
+  // kFor: whether the body (or its filter) may read `loop` (else no loop object is built).
+  bool uses_loop = false;
 };
 
 struct ParseLimits {

@@ -228,34 +228,46 @@ class Interpreter {
       items = std::move(kept);
     }
     const int64_t count = static_cast<int64_t>(items.size());
+    // loop.cycle() and loop.changed() are built once per loop and read the
+    // current index through shared state.
+    auto index = std::make_shared<int64_t>(0);
     auto last_changed = std::make_shared<std::optional<Value>>();
+    Value cycle, changed;
+    if (n.uses_loop) {
+      cycle = Value::Function("cycle", [index](Interpreter&, CallArgs& a) {
+        if (a.positional.empty()) Fail("no items for cycling given");
+        return a.positional[static_cast<size_t>(*index) % a.positional.size()];
+      });
+      changed = Value::Function("changed", [last_changed](Interpreter&, CallArgs& a) {
+        const Value v = Value::List(a.positional, Kind::kTuple);
+        if (last_changed->has_value() && Equals(**last_changed, v)) return Value::Bool(false);
+        *last_changed = v;
+        return Value::Bool(true);
+      });
+    }
     Flow result = Flow::kNormal;
     for (int64_t i = 0; i < count; ++i) {
       Step();
       PushFrame(Top());
-      auto loop = std::make_shared<ObjectData>();
-      loop->Set("index", Value::Int(i + 1));
-      loop->Set("index0", Value::Int(i));
-      loop->Set("revindex", Value::Int(count - i));
-      loop->Set("revindex0", Value::Int(count - i - 1));
-      loop->Set("first", Value::Bool(i == 0));
-      loop->Set("last", Value::Bool(i == count - 1));
-      loop->Set("length", Value::Int(count));
-      loop->Set("depth", Value::Int(1));
-      loop->Set("depth0", Value::Int(0));
-      loop->Set("previtem", i > 0 ? items[i - 1] : Value::Undefined("there is no previous item"));
-      loop->Set("nextitem", i + 1 < count ? items[i + 1] : Value::Undefined("there is no next item"));
-      loop->Set("cycle", Value::Function("cycle", [i](Interpreter&, CallArgs& a) {
-                  if (a.positional.empty()) Fail("no items for cycling given");
-                  return a.positional[static_cast<size_t>(i) % a.positional.size()];
-                }));
-      loop->Set("changed", Value::Function("changed", [last_changed](Interpreter&, CallArgs& a) {
-                  const Value v = Value::List(a.positional, Kind::kTuple);
-                  if (last_changed->has_value() && Equals(**last_changed, v)) return Value::Bool(false);
-                  *last_changed = v;
-                  return Value::Bool(true);
-                }));
-      Assign("loop", Value::Object(std::move(loop)));
+      *index = i;
+      if (n.uses_loop) {
+        auto loop = std::make_shared<ObjectData>();
+        loop->attrs.reserve(13);
+        loop->Set("index", Value::Int(i + 1));
+        loop->Set("index0", Value::Int(i));
+        loop->Set("revindex", Value::Int(count - i));
+        loop->Set("revindex0", Value::Int(count - i - 1));
+        loop->Set("first", Value::Bool(i == 0));
+        loop->Set("last", Value::Bool(i == count - 1));
+        loop->Set("length", Value::Int(count));
+        loop->Set("depth", Value::Int(1));
+        loop->Set("depth0", Value::Int(0));
+        loop->Set("previtem", i > 0 ? items[i - 1] : Value::Undefined("there is no previous item"));
+        loop->Set("nextitem", i + 1 < count ? items[i + 1] : Value::Undefined("there is no next item"));
+        loop->Set("cycle", cycle);
+        loop->Set("changed", changed);
+        Assign("loop", Value::Object(std::move(loop)));
+      }
       AssignTargets(n, items[i]);
       const Flow f = ExecList(n.body, out);
       PopFrame();
