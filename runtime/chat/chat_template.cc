@@ -26,7 +26,8 @@ StatusOr<jinja::Value> FromJson(const Json& j, int depth) {
       return jinja::Value::Int(j.get<int64_t>());
     case Json::value_t::number_unsigned: {
       const uint64_t u = j.get<uint64_t>();
-      if (u > static_cast<uint64_t>(INT64_MAX)) return Unsupported("messages JSON: integer " + std::to_string(u) + " exceeds 64 bits");
+      if (u > static_cast<uint64_t>(INT64_MAX))
+        return Unsupported("messages JSON: integer " + std::to_string(u) + " exceeds 64 bits");
       return jinja::Value::Int(static_cast<int64_t>(u));
     }
     case Json::value_t::number_float:
@@ -88,7 +89,8 @@ StatusOr<std::tm> ParseIsoTime(std::string_view text) {
     }
     rest = rest.substr(used);
   }
-  if (!rest.empty()) return InvalidArgument("time '" + str + "': unexpected '" + std::string(rest) + "' (no zones or fractions)");
+  if (!rest.empty())
+    return InvalidArgument("time '" + str + "': unexpected '" + std::string(rest) + "' (no zones or fractions)");
   if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60 || y < 1) {
     return InvalidArgument("time '" + str + "': a field is out of range");
   }

@@ -100,6 +100,7 @@ class Lexer {
         if ((l_pos > 0 || line_starting) && AllPyWhitespace(text.substr(l_pos))) text = text.substr(0, l_pos);
       }
       if (!text.empty()) Emit(Tok::kData, std::string(text));
+      CountLines(pos, idx);
       size_t p = idx + 2 + (mod ? 1 : 0);
       if (kind == '#') {
         const size_t e = src_.find("#}", p);
@@ -119,7 +120,6 @@ class Lexer {
         line_starting = src_[pos - 1] == '\n';
         continue;
       }
-      CountLines(pos, idx);
       Emit(kind == '{' ? Tok::kVarBegin : Tok::kBlockBegin, "");
       pos = LexTag(kind == '{', p);
       line_starting = src_[pos - 1] == '\n';
@@ -133,7 +133,6 @@ class Lexer {
     Token t;
     t.type = type;
     t.line = line_;
-    if (type == Tok::kData) line_ += static_cast<int>(std::count(text.begin(), text.end(), '\n'));
     t.text = std::move(text);
     tokens_.push_back(std::move(t));
   }
@@ -202,7 +201,8 @@ class Lexer {
   size_t LexTag(bool variable, size_t p) {
     std::vector<char> balance;
     for (;;) {
-      if (p >= src_.size()) Fail(std::string("unexpected end of template, expected '") + (variable ? "}}" : "%}") + "'" + At(line_));
+      if (p >= src_.size())
+        Fail(std::string("unexpected end of template, expected '") + (variable ? "}}" : "%}") + "'" + At(line_));
       if (balance.empty()) {
         if (variable) {
           if (src_.compare(p, 3, "-}}") == 0) {
@@ -245,8 +245,8 @@ class Lexer {
         p = LexString(p);
         continue;
       }
-      static const char* const kOps[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~", "[", "]",
-                                         "(",  ")",  "{",  "}",  ">",  "<",  "=", ".", ":", "|", ",", ";"};
+      static const char* const kOps[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~", "[",
+                                         "]",  "(",  ")",  "{",  "}",  ">",  "<", "=", ".", ":", "|", ",", ";"};
       const char* op = nullptr;
       for (const char* o : kOps) {
         if (src_.compare(p, std::strlen(o), o) == 0) {
@@ -308,7 +308,8 @@ class Lexer {
     } else {
       // jinja2's integer rule: no leading zeros except for zero itself.
       if (digits.size() > 1 && digits[0] == '0') {
-        if (digits.find_first_not_of('0') != std::string::npos) Fail("invalid integer literal '" + digits + "'" + At(line_));
+        if (digits.find_first_not_of('0') != std::string::npos)
+          Fail("invalid integer literal '" + digits + "'" + At(line_));
       }
       t.type = Tok::kInt;
       if (digits.size() > 18) FailUnsupported("integer literal " + digits + " exceeds 64 bits" + At(line_));
@@ -347,17 +348,39 @@ class Lexer {
       const char e = src_[i + 1];
       i += 2;
       switch (e) {
-        case '\n': ++line_; break;  // line continuation
-        case '\\': out += '\\'; break;
-        case '\'': out += '\''; break;
-        case '"': out += '"'; break;
-        case 'a': out += '\a'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'v': out += '\v'; break;
+        case '\n':
+          ++line_;
+          break;  // line continuation
+        case '\\':
+          out += '\\';
+          break;
+        case '\'':
+          out += '\'';
+          break;
+        case '"':
+          out += '"';
+          break;
+        case 'a':
+          out += '\a';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'v':
+          out += '\v';
+          break;
         case 'x':
         case 'u':
         case 'U': {
@@ -379,7 +402,8 @@ class Lexer {
         default:
           if (e >= '0' && e <= '7') {
             uint32_t cp = e - '0';
-            for (int k = 0; k < 2 && i < src_.size() && src_[i] >= '0' && src_[i] <= '7'; ++k) cp = cp * 8 + (src_[i++] - '0');
+            for (int k = 0; k < 2 && i < src_.size() && src_[i] >= '0' && src_[i] <= '7'; ++k)
+              cp = cp * 8 + (src_[i++] - '0');
             AppendCodePoint(cp, &out);
           } else {
             out += '\\';
@@ -400,20 +424,21 @@ class Lexer {
   int line_ = 1;
 };
 
-const char* const kFilterNames[] = {
-    "abs",     "attribute", "batch",   "capitalize", "center", "count",      "d",          "default",
-    "dictsort", "e",        "escape",  "filesizeformat", "first", "float",   "forceescape", "format",
-    "groupby", "indent",    "int",     "items",      "join",   "last",       "length",     "list",
-    "lower",   "map",       "max",     "min",        "pprint", "random",     "reject",     "rejectattr",
-    "replace", "reverse",   "round",   "safe",       "select", "selectattr", "slice",      "sort",
-    "string",  "striptags", "sum",     "title",      "tojson", "trim",       "truncate",   "unique",
-    "upper",   "urlencode", "urlize",  "wordcount",  "wordwrap", "xmlattr"};
+const char* const kFilterNames[] = {"abs",    "attr",       "batch",       "capitalize", "center",   "count",
+                                    "d",      "default",    "dictsort",    "e",          "escape",   "filesizeformat",
+                                    "first",  "float",      "forceescape", "format",     "groupby",  "indent",
+                                    "int",    "items",      "join",        "last",       "length",   "list",
+                                    "lower",  "map",        "max",         "min",        "pprint",   "random",
+                                    "reject", "rejectattr", "replace",     "reverse",    "round",    "safe",
+                                    "select", "selectattr", "slice",       "sort",       "string",   "striptags",
+                                    "sum",    "title",      "tojson",      "trim",       "truncate", "unique",
+                                    "upper",  "urlencode",  "urlize",      "wordcount",  "wordwrap", "xmlattr"};
 const char* const kTestNames[] = {
-    "odd",    "even",   "divisibleby", "defined", "undefined", "filter", "test",  "none",  "boolean",
-    "false",  "true",   "integer",     "float",   "number",    "string", "mapping", "sequence", "iterable",
-    "callable", "sameas", "escaped",   "in",      "lower",     "upper",  "==",    "eq",    "equalto",
-    "!=",     "ne",     ">",           "gt",      "greaterthan", "ge",   ">=",    "<",     "lt",
-    "lessthan", "<=",   "le"};
+    "odd",      "even",     "divisibleby", "defined", "undefined", "filter", "test",   "none",
+    "boolean",  "false",    "true",        "integer", "float",     "number", "string", "mapping",
+    "sequence", "iterable", "callable",    "sameas",  "escaped",   "in",     "lower",  "upper",
+    "==",       "eq",       "equalto",     "!=",      "ne",        ">",      "gt",     "greaterthan",
+    "ge",       ">=",       "<",           "lt",      "lessthan",  "<=",     "le"};
 
 class Parser {
  public:
@@ -426,6 +451,21 @@ class Parser {
   }
 
  private:
+  // Left-associative loops (a + b + c, x|f|g, x.a.b(c)[d]) deepen the tree
+  // one level per step without recursing: each step counts as nesting.
+  struct ChainGuard {
+    explicit ChainGuard(Parser* p) : p(p) {}
+    void Step() {
+      ++steps;
+      if (++p->depth_ > p->limits_.max_nesting) {
+        FailExhausted("template nesting deeper than " + std::to_string(p->limits_.max_nesting) + At(p->cur().line));
+      }
+    }
+    ~ChainGuard() { p->depth_ -= steps; }
+    Parser* p;
+    int steps = 0;
+  };
+
   struct DepthGuard {
     explicit DepthGuard(Parser* p) : p(p) {
       if (++p->depth_ > p->limits_.max_nesting) {
@@ -455,17 +495,27 @@ class Parser {
   }
   static std::string Describe(const Token& t) {
     switch (t.type) {
-      case Tok::kData: return "template data";
-      case Tok::kVarBegin: return "'{{'";
-      case Tok::kVarEnd: return "end of print statement";
-      case Tok::kBlockBegin: return "'{%'";
-      case Tok::kBlockEnd: return "end of statement block";
-      case Tok::kName: return "'" + t.text + "'";
-      case Tok::kString: return "string";
+      case Tok::kData:
+        return "template data";
+      case Tok::kVarBegin:
+        return "'{{'";
+      case Tok::kVarEnd:
+        return "end of print statement";
+      case Tok::kBlockBegin:
+        return "'{%'";
+      case Tok::kBlockEnd:
+        return "end of statement block";
+      case Tok::kName:
+        return "'" + t.text + "'";
+      case Tok::kString:
+        return "string";
       case Tok::kInt:
-      case Tok::kFloat: return "number";
-      case Tok::kOp: return "'" + t.text + "'";
-      case Tok::kEof: return "end of template";
+      case Tok::kFloat:
+        return "number";
+      case Tok::kOp:
+        return "'" + t.text + "'";
+      case Tok::kEof:
+        return "end of template";
     }
     return "token";
   }
@@ -521,8 +571,7 @@ class Parser {
         nodes.push_back(std::move(n));
       } else if (t.type == Tok::kBlockBegin) {
         const Token& name = peek();
-        if (name.type == Tok::kName &&
-            std::find(end.begin(), end.end(), name.text) != end.end()) {
+        if (name.type == Tok::kName && std::find(end.begin(), end.end(), name.text) != end.end()) {
           next();  // at the tag name
           return nodes;
         }
@@ -544,6 +593,7 @@ class Parser {
     next();
     if (tag == "for") {
       n->type = Node::kFor;
+      loop_uses_.push_back(false);
       ParseTargets(n.get(), "in");
       if (!SkipName("in")) Unexpected("'in'");
       n->expr = ParseTuple(false, false, {"recursive"});
@@ -553,6 +603,8 @@ class Parser {
       ++loop_depth_;
       n->body = Subparse({"endfor", "else"});
       --loop_depth_;
+      n->uses_loop = loop_uses_.back();
+      loop_uses_.pop_back();
       if (SkipName("else")) {
         ExpectBlockEnd();
         n->else_body = Subparse({"endfor"});
@@ -696,8 +748,7 @@ class Parser {
 
   bool IsTupleEnd(const std::vector<std::string>& extra_end) const {
     if (cur().type == Tok::kVarEnd || cur().type == Tok::kBlockEnd || IsOp(")")) return true;
-    return cur().type == Tok::kName &&
-           std::find(extra_end.begin(), extra_end.end(), cur().text) != extra_end.end();
+    return cur().type == Tok::kName && std::find(extra_end.begin(), extra_end.end(), cur().text) != extra_end.end();
   }
 
   ExprPtr ParseTuple(bool explicit_parens, bool with_condexpr, const std::vector<std::string>& extra_end) {
@@ -726,7 +777,9 @@ class Parser {
   ExprPtr ParseExpression() {
     DepthGuard guard(this);
     ExprPtr expr = ParseOr();
+    ChainGuard chain(this);
     while (IsName("if")) {
+      chain.Step();
       const int line = cur().line;
       next();
       auto cond = Make(Expr::kCondExpr, line);
@@ -748,12 +801,14 @@ class Parser {
 
   ExprPtr ParseOr() {
     ExprPtr left = ParseAnd();
-    while (SkipName("or")) left = Binary(Expr::kOr, "or", std::move(left), ParseAnd());
+    ChainGuard chain(this);
+    while (SkipName("or") && (chain.Step(), true)) left = Binary(Expr::kOr, "or", std::move(left), ParseAnd());
     return left;
   }
   ExprPtr ParseAnd() {
     ExprPtr left = ParseNot();
-    while (SkipName("and")) left = Binary(Expr::kAnd, "and", std::move(left), ParseNot());
+    ChainGuard chain(this);
+    while (SkipName("and") && (chain.Step(), true)) left = Binary(Expr::kAnd, "and", std::move(left), ParseNot());
     return left;
   }
   ExprPtr ParseNot() {
@@ -796,7 +851,9 @@ class Parser {
   }
   ExprPtr ParseMath1() {
     ExprPtr left = ParseConcat();
+    ChainGuard chain(this);
     while (IsOp("+") || IsOp("-")) {
+      chain.Step();
       const std::string op = cur().text;
       next();
       left = Binary(Expr::kBinary, op, std::move(left), ParseConcat());
@@ -813,7 +870,9 @@ class Parser {
   }
   ExprPtr ParseMath2() {
     ExprPtr left = ParsePow();
+    ChainGuard chain(this);
     while (IsOp("*") || IsOp("/") || IsOp("//") || IsOp("%")) {
+      chain.Step();
       const std::string op = cur().text;
       next();
       left = Binary(Expr::kBinary, op, std::move(left), ParsePow());
@@ -822,7 +881,8 @@ class Parser {
   }
   ExprPtr ParsePow() {
     ExprPtr left = ParseUnary(true);
-    while (SkipOp("**")) left = Binary(Expr::kBinary, "**", std::move(left), ParseUnary(true));
+    ChainGuard chain(this);
+    while (SkipOp("**") && (chain.Step(), true)) left = Binary(Expr::kBinary, "**", std::move(left), ParseUnary(true));
     return left;
   }
   ExprPtr ParseUnary(bool with_filter) {
@@ -857,6 +917,9 @@ class Parser {
       } else {
         e->type = Expr::kName;
         e->name = t.text;
+        if (t.text == "loop") {
+          for (size_t i = 0; i < loop_uses_.size(); ++i) loop_uses_[i] = true;
+        }
         if (!function_uses_.empty()) {
           auto& uses = function_uses_.back();
           uses[0] = uses[0] || t.text == "caller";
@@ -914,7 +977,8 @@ class Parser {
   }
 
   ExprPtr ParsePostfix(ExprPtr node) {
-    for (;;) {
+    ChainGuard chain(this);
+    for (;; chain.Step()) {
       if (IsOp(".") || IsOp("[")) {
         node = ParseSubscript(std::move(node));
       } else if (IsOp("(")) {
@@ -926,7 +990,8 @@ class Parser {
   }
 
   ExprPtr ParseFilterExpr(ExprPtr node) {
-    for (;;) {
+    ChainGuard chain(this);
+    for (;; chain.Step()) {
       if (IsOp("|")) {
         node = ParseFilterChain(std::move(node));
       } else if (IsName("is")) {
@@ -1056,14 +1121,15 @@ class Parser {
   // One or more |filter(args) applied to node (null for filter blocks).
   ExprPtr ParseFilterChain(ExprPtr node, bool leading_pipe = true) {
     DepthGuard guard(this);
+    ChainGuard chain(this);
     bool first = true;
     while (first ? (!leading_pipe || IsOp("|")) : IsOp("|")) {
+      chain.Step();
       if (leading_pipe || !first) ExpectOp("|");
       first = false;
       const int line = cur().line;
       auto e = Make(Expr::kFilter, line);
       e->name = DottedName();
-      if (!IsJinjaFilterName(e->name)) Fail("No filter named '" + e->name + "'." + At(line));
       e->args.push_back(std::move(node));
       if (IsOp("(")) ParseArgs(e.get());
       node = std::move(e);
@@ -1078,7 +1144,6 @@ class Parser {
     auto e = Make(Expr::kTest, line);
     e->negated = SkipName("not");
     e->name = DottedName();
-    if (!IsJinjaTestName(e->name)) Fail("No test named '" + e->name + "'." + At(line));
     e->args.push_back(std::move(node));
     if (IsOp("(")) {
       ParseArgs(e.get());
@@ -1096,9 +1161,63 @@ class Parser {
   ParseLimits limits_;
   int depth_ = 0;
   int loop_depth_ = 0;
-  std::vector<std::array<bool, 3>> function_uses_;  // caller, varargs, kwargs per open macro/call body
+  std::vector<std::array<bool, 3>> function_uses_;
+  std::vector<bool>
+      loop_uses_;  // per open for loop: `loop` was read  // caller, varargs, kwargs per open macro/call body
   friend struct DepthGuard;
+  friend struct ChainGuard;
 };
+
+// jinja2 rejects unknown filters and tests when it compiles the template,
+// except inside an if statement or an inline if (a "soft" frame), where the
+// error waits until the filter runs. Loops, macros and blocks start anew.
+void CheckNames(const Expr* e, bool soft) {
+  if (!e) return;
+  if (!soft && e->type == Expr::kFilter && !IsJinjaFilterName(e->name)) {
+    Fail("No filter named '" + e->name + "'." + At(e->line));
+  }
+  if (!soft && e->type == Expr::kTest && !IsJinjaTestName(e->name)) {
+    Fail("No test named '" + e->name + "'." + At(e->line));
+  }
+  const bool inner_soft = soft || e->type == Expr::kCondExpr;
+  for (const auto& a : e->args) CheckNames(a.get(), inner_soft);
+  for (const auto& kv : e->kwargs) CheckNames(kv.second.get(), inner_soft);
+}
+
+void CheckNames(const NodeList& nodes, bool soft) {
+  for (const auto& n : nodes) {
+    switch (n->type) {
+      case Node::kIf:
+        CheckNames(n->expr.get(), true);
+        CheckNames(n->body, true);
+        CheckNames(n->else_body, true);
+        break;
+      case Node::kFor:
+        CheckNames(n->expr.get(), soft);
+        CheckNames(n->filter.get(), false);
+        CheckNames(n->body, false);
+        CheckNames(n->else_body, soft);
+        break;
+      case Node::kMacro:
+      case Node::kCallBlock:
+        for (const auto& v : n->values) CheckNames(v.get(), false);
+        CheckNames(n->expr.get(), soft);
+        CheckNames(n->body, false);
+        break;
+      case Node::kSetBlock:
+      case Node::kFilterBlock:
+      case Node::kWith:
+        for (const auto& v : n->values) CheckNames(v.get(), soft);
+        CheckNames(n->filter.get(), false);
+        CheckNames(n->body, false);
+        break;
+      default:
+        CheckNames(n->expr.get(), soft);
+        CheckNames(n->body, soft);
+        break;
+    }
+  }
+}
 
 }  // namespace
 
@@ -1120,7 +1239,9 @@ NodeList ParseTemplate(std::string_view source, const ParseLimits& limits) {
   const size_t bad = FindInvalidUtf8(source);
   if (bad != std::string_view::npos) Fail("template is not valid UTF-8 at byte " + std::to_string(bad));
   Parser parser(Lexer(source).Run(), limits);
-  return parser.Run();
+  NodeList nodes = parser.Run();
+  CheckNames(nodes, false);
+  return nodes;
 }
 
 }  // namespace kvedge::jinja

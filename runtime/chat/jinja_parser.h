@@ -21,20 +21,20 @@ using ExprPtr = std::unique_ptr<Expr>;
 
 struct Expr {
   enum Type {
-    kLiteral,   // literal
-    kName,      // name
-    kList,      // args: items
-    kTuple,     // args: items
-    kDict,      // args: key, value, key, value…
-    kGetAttr,   // args[0].name
-    kGetItem,   // args[0][args[1]]
-    kSlice,     // args[0][args[1]:args[2]:args[3]] (null = omitted)
-    kCall,      // args[0](args[1..], kwargs)
-    kFilter,    // args[0]|name(args[1..], kwargs); args[0] null in {% filter %}
-    kTest,      // args[0] is [not] name(args[1..], kwargs)
-    kUnary,     // name ("-" or "+") args[0]
-    kBinary,    // args[0] name args[1]: + - * / // % **
-    kConcat,    // args joined with ~
+    kLiteral,  // literal
+    kName,     // name
+    kList,     // args: items
+    kTuple,    // args: items
+    kDict,     // args: key, value, key, value…
+    kGetAttr,  // args[0].name
+    kGetItem,  // args[0][args[1]]
+    kSlice,    // args[0][args[1]:args[2]:args[3]] (null = omitted)
+    kCall,     // args[0](args[1..], kwargs)
+    kFilter,   // args[0]|name(args[1..], kwargs); args[0] null in {% filter %}
+    kTest,     // args[0] is [not] name(args[1..], kwargs)
+    kUnary,    // name ("-" or "+") args[0]
+    kBinary,   // args[0] name args[1]: + - * / // % **
+    kConcat,   // args joined with ~
     kAnd,
     kOr,
     kNot,
@@ -69,7 +69,7 @@ struct Node {
     kWith,         // with targets[i] = values[i]: body
     kBreak,
     kContinue,
-    kScope,        // {% generation %}: body rendered as is
+    kScope,  // {% generation %}: body rendered as is
   };
   Type type;
   int line = 0;
@@ -79,11 +79,13 @@ struct Node {
   std::vector<std::string> targets;  // assigned names (a tuple when several)
   std::string attr;                  // kSet on a namespace attribute
   bool tuple_target = false;
-  std::vector<ExprPtr> values;       // kWith values, kMacro/kCallBlock parameter defaults (null: none)
+  std::vector<ExprPtr> values;  // kWith values, kMacro/kCallBlock parameter defaults (null: none)
   NodeList body;
   NodeList else_body;
   // kMacro / kCallBlock: whether the body reads caller, varargs or kwargs.
   bool uses_caller = false, uses_varargs = false, uses_kwargs = false;
+  // kFor: whether the body (or its filter) may read `loop` (else no loop object is built).
+  bool uses_loop = false;
 };
 
 struct ParseLimits {

@@ -4,9 +4,13 @@
 #include "runtime/chat/jinja_render.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <functional>
+#include <new>
 
 namespace kvedge::jinja {
 
@@ -14,7 +18,7 @@ namespace kvedge::jinja {
 class Interpreter {
  public:
   Interpreter(const DictData& globals, const RenderOptions& options) : globals_(globals), options_(options) {
-    frames_.push_back(Frame{{}, -1});
+    frames_.push_back(Frame{{}, -1, 0});
   }
 
   enum class Flow { kNormal, kBreak, kContinue };
@@ -36,8 +40,8 @@ class Interpreter {
   }
   void CheckSize(size_t bytes) {
     if (bytes > options_.limits.max_output_bytes) {
-      FailExhausted("template output or a string in it exceeds " +
-                    std::to_string(options_.limits.max_output_bytes) + " bytes");
+      FailExhausted("template output or a string in it exceeds " + std::to_string(options_.limits.max_output_bytes) +
+                    " bytes");
     }
   }
   Value MakeStr(std::string s) {
@@ -69,11 +73,12 @@ class Interpreter {
   // ---- scopes ----
   struct Frame {
     std::vector<std::pair<std::string, Value>> vars;
-    int parent;  // frame where lookup continues; -1: the globals
+    int parent;   // frame where lookup continues; -1: the globals
+    uint64_t id;  // unique over the render: tells a live frame from a reused slot
   };
   int PushFrame(int parent) {
     if (frames_.size() > 4096) FailExhausted("too many nested scopes");
-    frames_.push_back(Frame{{}, parent});
+    frames_.push_back(Frame{{}, parent, ++frame_ids_});
     return static_cast<int>(frames_.size()) - 1;
   }
   void PopFrame() { frames_.pop_back(); }
@@ -137,7 +142,9 @@ class Interpreter {
         Append(out, n.text);
         return Flow::kNormal;
       case Node::kOutput: {
+        const_output_ = IsConstant(*n.expr);
         const Value v = Eval(*n.expr);
+        const_output_ = false;
         Append(out, ToOutput(v));
         return Flow::kNormal;
       }
@@ -175,8 +182,8 @@ class Interpreter {
         const int scope = Top();
         const Node* body = &n;
         args.keyword.emplace_back("caller", Value::Function("caller", [this, body, scope](Interpreter&, CallArgs& a) {
-          return CallMacroBody(*body, a, scope, Value());
-        }));
+                                    return CallMacroBody(*body, a, scope, Value());
+                                  }));
         Append(out, ToOutput(CallValue(callee, args, call.line)));
         return Flow::kNormal;
       }
@@ -221,34 +228,46 @@ class Interpreter {
       items = std::move(kept);
     }
     const int64_t count = static_cast<int64_t>(items.size());
+    // loop.cycle() and loop.changed() are built once per loop and read the
+    // current index through shared state.
+    auto index = std::make_shared<int64_t>(0);
     auto last_changed = std::make_shared<std::optional<Value>>();
-    Flow result = Flow::kNormal;
-    for (int64_t i = 0; i < count; ++i) {
-      Step();
-      PushFrame(Top());
-      auto loop = std::make_shared<ObjectData>();
-      loop->Set("index", Value::Int(i + 1));
-      loop->Set("index0", Value::Int(i));
-      loop->Set("revindex", Value::Int(count - i));
-      loop->Set("revindex0", Value::Int(count - i - 1));
-      loop->Set("first", Value::Bool(i == 0));
-      loop->Set("last", Value::Bool(i == count - 1));
-      loop->Set("length", Value::Int(count));
-      loop->Set("depth", Value::Int(1));
-      loop->Set("depth0", Value::Int(0));
-      loop->Set("previtem", i > 0 ? items[i - 1] : Value::Undefined("there is no previous item"));
-      loop->Set("nextitem", i + 1 < count ? items[i + 1] : Value::Undefined("there is no next item"));
-      loop->Set("cycle", Value::Function("cycle", [i](Interpreter&, CallArgs& a) {
+    Value cycle, changed;
+    if (n.uses_loop) {
+      cycle = Value::Function("cycle", [index](Interpreter&, CallArgs& a) {
         if (a.positional.empty()) Fail("no items for cycling given");
-        return a.positional[static_cast<size_t>(i) % a.positional.size()];
-      }));
-      loop->Set("changed", Value::Function("changed", [last_changed](Interpreter&, CallArgs& a) {
+        return a.positional[static_cast<size_t>(*index) % a.positional.size()];
+      });
+      changed = Value::Function("changed", [last_changed](Interpreter&, CallArgs& a) {
         const Value v = Value::List(a.positional, Kind::kTuple);
         if (last_changed->has_value() && Equals(**last_changed, v)) return Value::Bool(false);
         *last_changed = v;
         return Value::Bool(true);
-      }));
-      Assign("loop", Value::Object(std::move(loop)));
+      });
+    }
+    Flow result = Flow::kNormal;
+    for (int64_t i = 0; i < count; ++i) {
+      Step();
+      PushFrame(Top());
+      *index = i;
+      if (n.uses_loop) {
+        auto loop = std::make_shared<ObjectData>();
+        loop->attrs.reserve(13);
+        loop->Set("index", Value::Int(i + 1));
+        loop->Set("index0", Value::Int(i));
+        loop->Set("revindex", Value::Int(count - i));
+        loop->Set("revindex0", Value::Int(count - i - 1));
+        loop->Set("first", Value::Bool(i == 0));
+        loop->Set("last", Value::Bool(i == count - 1));
+        loop->Set("length", Value::Int(count));
+        loop->Set("depth", Value::Int(1));
+        loop->Set("depth0", Value::Int(0));
+        loop->Set("previtem", i > 0 ? items[i - 1] : Value::Undefined("there is no previous item"));
+        loop->Set("nextitem", i + 1 < count ? items[i + 1] : Value::Undefined("there is no next item"));
+        loop->Set("cycle", cycle);
+        loop->Set("changed", changed);
+        Assign("loop", Value::Object(std::move(loop)));
+      }
       AssignTargets(n, items[i]);
       const Flow f = ExecList(n.body, out);
       PopFrame();
@@ -259,8 +278,13 @@ class Interpreter {
   }
 
   // ---- macros ----
+  // A macro sees the scope it was defined in while that scope lives (a macro
+  // defined in a loop body sees the loop variable), else the top level.
   Value MakeMacro(const Node* macro) {
-    return Value::Function(macro->text, [this, macro](Interpreter&, CallArgs& a) {
+    const int def_scope = Top();
+    const uint64_t def_id = frames_.back().id;
+    return Value::Function(macro->text, [this, macro, def_scope, def_id](Interpreter&, CallArgs& a) {
+      const int scope = def_scope < static_cast<int>(frames_.size()) && frames_[def_scope].id == def_id ? def_scope : 0;
       Value caller;
       for (auto it = a.keyword.begin(); it != a.keyword.end(); ++it) {
         if (it->first == "caller") {
@@ -269,7 +293,7 @@ class Interpreter {
           break;
         }
       }
-      return CallMacroBody(*macro, a, 0, caller);
+      return CallMacroBody(*macro, a, scope, caller);
     });
   }
 
@@ -309,8 +333,8 @@ class Interpreter {
     PushFrame(scope);
     for (size_t i = 0; i < nparams; ++i) {
       if (!given[i]) {
-        bound[i] = fn.values[i] ? Eval(*fn.values[i])
-                                : Value::Undefined("parameter '" + fn.targets[i] + "' was not provided");
+        bound[i] =
+            fn.values[i] ? Eval(*fn.values[i]) : Value::Undefined("parameter '" + fn.targets[i] + "' was not provided");
       }
       Assign(fn.targets[i], bound[i]);
     }
@@ -334,7 +358,8 @@ class Interpreter {
 
   Value CallValue(const Value& callee, CallArgs& args, int line) {
     if (callee.is_undefined()) Fail(UndefinedMessage(callee) + Line(line));
-    if (callee.kind() != Kind::kCallable) Fail(std::string("'") + callee.TypeName() + "' object is not callable" + Line(line));
+    if (callee.kind() != Kind::kCallable)
+      Fail(std::string("'") + callee.TypeName() + "' object is not callable" + Line(line));
     DepthGuard guard(this);
     return callee.callable().fn(*this, args);
   }
@@ -389,7 +414,8 @@ class Interpreter {
       case Expr::kUnary: {
         const Value v = Eval(*e.args[0]);
         if (v.is_undefined()) Fail(UndefinedMessage(v) + Line(e.line));
-        if (!v.is_number()) Fail(std::string("bad operand type for unary ") + e.name + ": '" + v.TypeName() + "'" + Line(e.line));
+        if (!v.is_number())
+          Fail(std::string("bad operand type for unary ") + e.name + ": '" + v.TypeName() + "'" + Line(e.line));
         if (e.name == "+") return v.kind() == Kind::kBool ? Value::Int(v.integer()) : v;
         if (v.kind() == Kind::kFloat) return Value::Float(-v.number());
         if (v.integer() == INT64_MIN) FailUnsupported("integer overflow" + Line(e.line));
@@ -492,7 +518,8 @@ class Interpreter {
     const bool nums = a.is_number() && b.is_number();
     const bool ints = nums && a.kind() != Kind::kFloat && b.kind() != Kind::kFloat;
     auto bad = [&]() -> Value {
-      Fail("unsupported operand type(s) for " + op + ": '" + a.TypeName() + "' and '" + b.TypeName() + "'" + Line(line));
+      Fail("unsupported operand type(s) for " + op + ": '" + a.TypeName() + "' and '" + b.TypeName() + "'" +
+           Line(line));
     };
     if (op == "+") {
       if (ints) {
@@ -510,7 +537,8 @@ class Interpreter {
         items.insert(items.end(), b.items().begin(), b.items().end());
         return MakeList(std::move(items), a.kind());
       }
-      if (a.is_string()) Fail(std::string("can only concatenate str (not \"") + b.TypeName() + "\") to str" + Line(line));
+      if (a.is_string())
+        Fail(std::string("can only concatenate str (not \"") + b.TypeName() + "\") to str" + Line(line));
       return bad();
     }
     if (op == "-") {
@@ -531,7 +559,8 @@ class Interpreter {
       if (nums) return Value::Float(a.number() * b.number());
       const Value* seq = nullptr;
       const Value* count = nullptr;
-      if ((a.is_string() || a.kind() == Kind::kList || a.kind() == Kind::kTuple) && b.is_number() && b.kind() != Kind::kFloat) {
+      if ((a.is_string() || a.kind() == Kind::kList || a.kind() == Kind::kTuple) && b.is_number() &&
+          b.kind() != Kind::kFloat) {
         seq = &a;
         count = &b;
       } else if ((b.is_string() || b.kind() == Kind::kList || b.kind() == Kind::kTuple) && a.is_number() &&
@@ -646,7 +675,7 @@ class Interpreter {
       }
       CheckSize(out.size());
     }
-    if (next < list.size() && args.kind() == Kind::kTuple) {
+    if (next < list.size() && args.kind() != Kind::kDict) {
       Fail("not all arguments converted during string formatting" + Line(line));
     }
     return out;
@@ -654,11 +683,11 @@ class Interpreter {
 
   // ---- attribute and item access ----
   static bool IsStringMethod(std::string_view n) {
-    static const char* const kNames[] = {"strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith",
-                                          "endswith", "upper", "lower", "title", "capitalize", "replace", "find",
-                                          "rfind", "count", "join", "format", "isdigit", "isalpha", "isalnum",
-                                          "isspace", "islower", "isupper", "center", "ljust", "rjust", "zfill",
-                                          "swapcase", "index", "rindex", "casefold", "isnumeric", "isdecimal"};
+    static const char* const kNames[] = {
+        "strip",   "lstrip",   "rstrip",     "split",   "rsplit",   "splitlines", "startswith", "endswith", "upper",
+        "lower",   "title",    "capitalize", "replace", "find",     "rfind",      "count",      "join",     "format",
+        "isdigit", "isalpha",  "isalnum",    "isspace", "islower",  "isupper",    "center",     "ljust",    "rjust",
+        "zfill",   "swapcase", "index",      "rindex",  "casefold", "isnumeric",  "isdecimal"};
     for (const char* k : kNames) {
       if (n == k) return true;
     }
@@ -685,6 +714,9 @@ class Interpreter {
       case Kind::kTuple:
         if (name == "index" || name == "count" || (obj.kind() == Kind::kList && name == "copy")) {
           return BoundMethod(obj, name);
+        }
+        if (obj.kind() == Kind::kTuple && obj.items().size() == 2 && (name == "grouper" || name == "list")) {
+          return obj.items()[name == "grouper" ? 0 : 1];  // groupby's (grouper, list) pairs
         }
         if (obj.kind() == Kind::kList && (name == "append" || name == "extend" || name == "insert" || name == "pop" ||
                                           name == "remove" || name == "reverse" || name == "sort" || name == "clear")) {
@@ -718,11 +750,12 @@ class Interpreter {
       case Kind::kString:
         if (key.is_number() && key.kind() != Kind::kFloat) {
           const bool is_str = obj.is_string();
-          const int64_t size = is_str ? static_cast<int64_t>(CodePointCount(obj.string()))
-                                      : static_cast<int64_t>(obj.items().size());
+          const int64_t size =
+              is_str ? static_cast<int64_t>(CodePointCount(obj.string())) : static_cast<int64_t>(obj.items().size());
           int64_t i = key.integer();
           if (i < 0) i += size;
-          if (i < 0 || i >= size) return Value::Undefined(std::string(obj.TypeName()) + " object has no element " + key.Repr());
+          if (i < 0 || i >= size)
+            return Value::Undefined(std::string(obj.TypeName()) + " object has no element " + key.Repr());
           if (!is_str) return obj.items()[i];
           return MakeStr(CodePointAt(obj.string(), i));
         }
@@ -750,7 +783,8 @@ class Interpreter {
   }
 
   // Python slice semantics over n elements: the selected indices.
-  static std::vector<int64_t> SliceIndices(int64_t n, const Value& start_v, const Value& stop_v, const Value& step_v, int line) {
+  static std::vector<int64_t> SliceIndices(int64_t n, const Value& start_v, const Value& stop_v, const Value& step_v,
+                                           int line) {
     const int64_t step = step_v.is_none() ? 1 : SliceBound(step_v, line);
     if (step == 0) Fail("slice step cannot be zero" + Line(line));
     int64_t start, stop;
@@ -781,9 +815,8 @@ class Interpreter {
     const Value obj = Eval(*e.args[0]);
     Value parts[3];
     for (int k = 0; k < 3; ++k) parts[k] = e.args[k + 1] ? Eval(*e.args[k + 1]) : Value::None();
-    for (auto& p : parts) {
-      if (p.is_undefined()) p = Value::None();  // jinja2 passes Undefined; slice() then rejects it
-    }
+    // jinja2 compiles slices to Python's obj[a:b:c], bypassing its getitem:
+    // anything but a sequence (and any bound but an int or None) is an error.
     if (obj.is_undefined()) Fail(UndefinedMessage(obj) + Line(e.line));
     if (obj.is_string()) {
       const std::vector<uint32_t> cps = CodePoints(obj.string());
@@ -795,12 +828,31 @@ class Interpreter {
     }
     if (obj.kind() == Kind::kList || obj.kind() == Kind::kTuple) {
       std::vector<Value> out;
-      for (const int64_t i : SliceIndices(static_cast<int64_t>(obj.items().size()), parts[0], parts[1], parts[2], e.line)) {
+      for (const int64_t i :
+           SliceIndices(static_cast<int64_t>(obj.items().size()), parts[0], parts[1], parts[2], e.line)) {
         out.push_back(obj.items()[i]);
       }
       return MakeList(std::move(out), obj.kind());
     }
-    return Value::Undefined(std::string(obj.TypeName()) + " object is not subscriptable");
+    // Except that jinja2 folds a {{ }} whose expression is constant at
+    // compile time through its getitem, which turns the failure into
+    // Undefined: {{ false[1:] }} prints ''.
+    if (const_output_ && IsConstant(*e.args[0]))
+      return Value::Undefined(std::string(obj.TypeName()) + " object is not subscriptable");
+    Fail(std::string("'") + obj.TypeName() + "' object is not subscriptable" + Line(e.line));
+  }
+
+  // Whether jinja2's optimizer sees `e` as a constant: literals and
+  // operators, filters and tests over literals only (no names, no calls).
+  static bool IsConstant(const Expr& e) {
+    if (e.type == Expr::kName || e.type == Expr::kCall) return false;
+    for (const auto& a : e.args) {
+      if (a && !IsConstant(*a)) return false;
+    }
+    for (const auto& kv : e.kwargs) {
+      if (!IsConstant(*kv.second)) return false;
+    }
+    return true;
   }
 
   // The elements a for loop (or list()) sees.
@@ -854,6 +906,8 @@ class Interpreter {
   size_t work_ = 0;
   int depth_ = 0;
   int call_depth_ = 0;
+  uint64_t frame_ids_ = 0;
+  bool const_output_ = false;  // evaluating a {{ }} made of literals only
 };
 
 namespace {
@@ -897,9 +951,8 @@ std::vector<std::string> PySplit(const std::string& s, const Value& sep, int64_t
         continue;
       }
       if (!in_word && maxsplit >= 0 && static_cast<int64_t>(out.size()) >= maxsplit) {
-        // The rest (with its leading whitespace stripped) is the last item.
-        std::string rest = s.substr(start);
-        out.push_back(PyStrip(rest, Value::None(), false, true));
+        // The rest, from this word on, is the last item (trailing whitespace kept).
+        out.push_back(s.substr(start));
         return out;
       }
       in_word = true;
@@ -929,8 +982,8 @@ std::vector<std::string> PySplitLines(const std::string& s, bool keepends) {
   while (pos < s.size()) {
     const size_t start = pos;
     const uint32_t cp = NextCodePoint(s, &pos);
-    const bool brk = cp == '\n' || cp == '\r' || cp == 0x0b || cp == 0x0c || cp == 0x1c || cp == 0x1d ||
-                     cp == 0x1e || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
+    const bool brk = cp == '\n' || cp == '\r' || cp == 0x0b || cp == 0x0c || cp == 0x1c || cp == 0x1d || cp == 0x1e ||
+                     cp == 0x85 || cp == 0x2028 || cp == 0x2029;
     if (!brk) continue;
     size_t end = pos;
     if (cp == '\r' && pos < s.size() && s[pos] == '\n') end = ++pos;
@@ -976,8 +1029,6 @@ std::string PyReplace(const std::string& s, const std::string& old, const std::s
   return out;
 }
 
-bool IsCased(uint32_t c) { return ToUpper(c) != c || ToLower(c) != c; }
-
 // Python str.title(): a cased character after an uncased one starts a word.
 std::string PyTitle(const std::string& s) {
   std::string out;
@@ -985,7 +1036,11 @@ std::string PyTitle(const std::string& s) {
   bool prev_cased = false;
   while (pos < s.size()) {
     const uint32_t cp = NextCodePoint(s, &pos);
-    AppendCodePoint(prev_cased ? ToLower(cp) : ToUpper(cp), &out);
+    if (prev_cased) {
+      AppendLower(cp, &out);
+    } else {
+      AppendTitle(cp, &out);
+    }
     prev_cased = IsCased(cp);
   }
   return out;
@@ -997,7 +1052,11 @@ std::string PyCapitalize(const std::string& s) {
   bool first = true;
   while (pos < s.size()) {
     const uint32_t cp = NextCodePoint(s, &pos);
-    AppendCodePoint(first ? ToUpper(cp) : ToLower(cp), &out);
+    if (first) {
+      AppendTitle(cp, &out);
+    } else {
+      AppendLower(cp, &out);
+    }
     first = false;
   }
   return out;
@@ -1015,7 +1074,11 @@ std::string JinjaTitle(const std::string& s) {
       AppendCodePoint(cp, &out);
       word_start = true;
     } else {
-      AppendCodePoint(word_start ? ToUpper(cp) : ToLower(cp), &out);
+      if (word_start) {
+        AppendUpper(cp, &out);
+      } else {
+        AppendLower(cp, &out);
+      }
       word_start = false;
     }
   }
@@ -1042,7 +1105,8 @@ std::string PyPad(const std::string& s, int64_t width, const std::string& fill, 
 
 int64_t IntArg(const Value& v, int64_t dflt, const char* what) {
   if (v.is_undefined() || v.is_none()) return dflt;
-  if (!v.is_number() || v.kind() == Kind::kFloat) Fail(std::string(what) + ": an integer is required, not " + v.TypeName());
+  if (!v.is_number() || v.kind() == Kind::kFloat)
+    Fail(std::string(what) + ": an integer is required, not " + v.TypeName());
   return v.integer();
 }
 
@@ -1069,7 +1133,8 @@ std::string PyFormat(const std::string& fmt, const CallArgs& a) {
       if (field.find_first_of(":!.[") != std::string::npos) FailUnsupported("format specs in str.format");
       Value v;
       if (field.empty()) {
-        if (auto_index >= a.positional.size()) Fail("Replacement index " + std::to_string(auto_index) + " out of range");
+        if (auto_index >= a.positional.size())
+          Fail("Replacement index " + std::to_string(auto_index) + " out of range");
         v = a.positional[auto_index++];
       } else if (field.find_first_not_of("0123456789") == std::string::npos) {
         const size_t k = std::stoul(field.substr(0, 9));
@@ -1088,8 +1153,10 @@ std::string PyFormat(const std::string& fmt, const CallArgs& a) {
       out += v.Str();
       i = close;
     } else if (c == '}') {
-      if (i + 1 < fmt.size() && fmt[i + 1] == '}') ++i;
-      else Fail("Single '}' encountered in format string");
+      if (i + 1 < fmt.size() && fmt[i + 1] == '}')
+        ++i;
+      else
+        Fail("Single '}' encountered in format string");
       out += '}';
     } else {
       out += c;
@@ -1114,7 +1181,9 @@ bool StartsOrEnds(const std::string& s, const Value& affix, bool start) {
 }
 
 // Byte offset → code point index, for find()/index() results.
-int64_t CodePointIndex(const std::string& s, size_t byte) { return static_cast<int64_t>(CodePointCount(std::string_view(s).substr(0, byte))); }
+int64_t CodePointIndex(const std::string& s, size_t byte) {
+  return static_cast<int64_t>(CodePointCount(std::string_view(s).substr(0, byte)));
+}
 
 bool AllOf(const std::string& s, bool (*pred)(uint32_t)) {
   if (s.empty()) return false;
@@ -1292,6 +1361,7 @@ Value Interpreter::Attribute(const Value& item, const std::string& path, int lin
 Value Interpreter::EvalFilterChain(const Expr& e, const Value& block_input) {
   // e is a kFilter whose args[0] is the subject: another filter, an
   // expression, or null for {% filter %} / {% set %} blocks.
+  DepthGuard guard(this);
   Value subject;
   if (!e.args[0]) {
     subject = block_input;
@@ -1328,12 +1398,23 @@ std::string HtmlEscape(const std::string& s) {
   std::string out;
   for (const char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -1375,12 +1456,17 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
   if (name == "e" || name == "escape" || name == "forceescape") return MakeStr(HtmlEscape(v.Str()));
   if (name == "length" || name == "count") {
     switch (v.kind()) {
-      case Kind::kUndefined: return Value::Int(0);
-      case Kind::kString: return Value::Int(static_cast<int64_t>(CodePointCount(v.string())));
+      case Kind::kUndefined:
+        return Value::Int(0);
+      case Kind::kString:
+        return Value::Int(static_cast<int64_t>(CodePointCount(v.string())));
       case Kind::kList:
-      case Kind::kTuple: return Value::Int(static_cast<int64_t>(v.items().size()));
-      case Kind::kDict: return Value::Int(static_cast<int64_t>(v.dict().entries.size()));
-      default: Fail(std::string("object of type '") + v.TypeName() + "' has no len()" + at);
+      case Kind::kTuple:
+        return Value::Int(static_cast<int64_t>(v.items().size()));
+      case Kind::kDict:
+        return Value::Int(static_cast<int64_t>(v.dict().entries.size()));
+      default:
+        Fail(std::string("object of type '") + v.TypeName() + "' has no len()" + at);
     }
   }
   if (name == "default" || name == "d") {
@@ -1431,7 +1517,6 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     return MakeStr(std::move(out));
   }
   if (name == "replace") {
-    need_defined(v);
     return MakeStr(PyReplace(v.Str(), a.Get(0, "old").Str(), a.Get(1, "new").Str(),
                              IntArg(a.Get(2, "count"), -1, "replace"), *this));
   }
@@ -1444,7 +1529,8 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
       if (indent.is_string()) {
         o.indent = indent.string();
       } else {
-        o.indent = std::string(static_cast<size_t>(std::clamp<int64_t>(IntArg(indent, 0, "tojson indent"), 0, 64)), ' ');
+        o.indent =
+            std::string(static_cast<size_t>(std::clamp<int64_t>(IntArg(indent, 0, "tojson indent"), 0, 64)), ' ');
       }
     }
     o.item_separator = o.has_indent ? "," : ", ";
@@ -1475,10 +1561,12 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     const bool cs = a.Get(0, "case_sensitive").Truthy();
     const Value by = a.Get(1, "by");
     const bool by_value = by.is_string() && by.string() == "value";
-    if (by.is_string() && by.string() != "key" && by.string() != "value") Fail("You can only sort by either \"key\" or \"value\"" + at);
+    if (by.is_string() && by.string() != "key" && by.string() != "value")
+      Fail("You can only sort by either \"key\" or \"value\"" + at);
     std::vector<Value> out;
     for (const auto& [k, x] : v.dict().entries) out.push_back(Value::List({k, x}, Kind::kTuple));
-    SortValues(out, [&](const Value& p) { return SortKey(p.items()[by_value ? 1 : 0], cs); }, a.Get(2, "reverse").Truthy());
+    SortValues(
+        out, [&](const Value& p) { return SortKey(p.items()[by_value ? 1 : 0], cs); }, a.Get(2, "reverse").Truthy());
     return MakeList(std::move(out));
   }
   if (name == "sort") {
@@ -1486,9 +1574,12 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     const bool reverse = a.Get(0, "reverse").Truthy();
     const bool cs = a.Get(1, "case_sensitive").Truthy();
     const Value attr = a.Get(2, "attribute");
-    SortValues(items, [&](const Value& x) {
-      return SortKey(attr.is_undefined() || attr.is_none() ? x : Attribute(x, attr.Str(), line), cs);
-    }, reverse);
+    SortValues(
+        items,
+        [&](const Value& x) {
+          return SortKey(attr.is_undefined() || attr.is_none() ? x : Attribute(x, attr.Str(), line), cs);
+        },
+        reverse);
     return MakeList(std::move(items));
   }
   if (name == "unique") {
@@ -1578,13 +1669,49 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     }
     return MakeList(std::move(out), Kind::kIterator);
   }
-  if (name == "attribute") return Attribute(v, a.Get(0, "name").Str(), line);
+  if (name == "attr") {
+    // Python attributes only (methods, namespace and loop fields), not items.
+    const std::string attr = a.Get(0, "name").Str();
+    if (v.kind() == Kind::kDict) return GetAttr(Value::Dict(std::make_shared<DictData>()), attr, line);
+    if (v.is_undefined()) return Value::Undefined(UndefinedMessage(v));
+    return GetAttr(v, attr, line);
+  }
+  if (name == "groupby") {
+    const std::string attr = a.Get(0, "attribute").Str();
+    const Value dflt = a.Get(1, "default");
+    const bool cs = a.Get(2, "case_sensitive").Truthy();
+    auto key_of = [&](const Value& x) {
+      Value k = Attribute(x, attr, line);
+      if (k.is_undefined() && !dflt.is_undefined()) k = dflt;
+      return k;
+    };
+    std::vector<Value> items = Iterate(v);
+    SortValues(
+        items, [&](const Value& x) { return SortKey(key_of(x), cs); }, false);
+    std::vector<Value> groups;
+    std::vector<Value> cur;
+    Value cur_key;
+    for (const auto& x : items) {
+      Step();
+      const Value k = SortKey(key_of(x), cs);
+      if (!cur.empty() && !Equals(k, cur_key)) {
+        groups.push_back(Value::List({key_of(cur[0]), MakeList(std::move(cur))}, Kind::kTuple));
+        cur.clear();
+      }
+      cur_key = k;
+      cur.push_back(x);
+    }
+    if (!cur.empty()) groups.push_back(Value::List({key_of(cur[0]), MakeList(std::move(cur))}, Kind::kTuple));
+    return MakeList(std::move(groups));
+  }
   if (name == "int") {
+    need_defined(v);
     const Value dflt = a.Has(0, "default") ? a.Get(0, "default") : Value::Int(0);
     const int64_t base = IntArg(a.Get(1, "base"), 10, "int");
     switch (v.kind()) {
       case Kind::kBool:
-      case Kind::kInt: return Value::Int(v.integer());
+      case Kind::kInt:
+        return Value::Int(v.integer());
       case Kind::kFloat: {
         const double d = v.number();
         if (!std::isfinite(d)) return dflt;
@@ -1614,10 +1741,12 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
         }
         return dflt;
       }
-      default: return dflt;
+      default:
+        return dflt;
     }
   }
   if (name == "float") {
+    need_defined(v);
     const Value dflt = a.Has(0, "default") ? a.Get(0, "default") : Value::Float(0.0);
     if (v.is_number()) return Value::Float(v.number());
     if (v.is_string()) {
@@ -1642,12 +1771,20 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     const Value method_v = a.Get(1, "method");
     const std::string method = method_v.is_undefined() ? "common" : method_v.Str();
     const double x = v.number();
-    if (method == "common") return Value::Float(PyRound(x, precision));
+    if (method == "common") {
+      // Python's round(int, n) stays an int (n ≥ 0 leaves it unchanged).
+      if (v.kind() != Kind::kFloat && precision >= 0) return Value::Int(v.integer());
+      if (v.kind() != Kind::kFloat) return Value::Int(static_cast<int64_t>(PyRound(x, precision)));
+      return Value::Float(PyRound(x, precision));
+    }
     if (method != "ceil" && method != "floor") Fail("method must be common, ceil or floor" + at);
     const double p = std::pow(10.0, static_cast<double>(precision));
     return Value::Float((method == "ceil" ? std::ceil(x * p) : std::floor(x * p)) / p);
   }
   if (name == "indent") {
+    need_defined(v);
+    // jinja2 appends "\n" to the value: anything but a string is a TypeError.
+    if (!v.is_string()) Fail(std::string("indent: expected a string, not ") + v.TypeName() + at);
     const Value width_v = a.Get(0, "width");
     std::string indention;
     if (width_v.is_string()) {
@@ -1681,7 +1818,6 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     return MakeStr(PyPad(v.Str(), IntArg(a.Get(0, "width"), 80, "center"), " ", 'c'));
   }
   if (name == "format") {
-    need_defined(v);
     if (!a.keyword.empty()) FailUnsupported("keyword arguments of the format filter" + at);
     return MakeStr(PercentFormat(v.Str(), Value::List(a.positional, Kind::kTuple), line));
   }
@@ -1719,7 +1855,7 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     size_t pos = 0;
     while (pos < s.size()) {
       const uint32_t c = NextCodePoint(s, &pos);
-      const bool w = IsAlpha(c) || IsDigit(c) || c == '_' || (c >= 0x80 && !IsPyWhitespace(c));
+      const bool w = IsAlpha(c) || IsDigit(c) || c == '_';  // Python's \w
       if (w && !in_word) ++n;
       in_word = w;
     }
@@ -1745,6 +1881,7 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     }
     return MakeList(std::move(out), Kind::kIterator);
   }
+  if (!IsJinjaFilterName(name)) Fail("No filter named '" + name + "'." + at);
   FailUnsupported("the '" + name + "' filter" + at);
 }
 
@@ -1769,27 +1906,44 @@ bool Interpreter::ApplyTest(const std::string& name, const Value& v, CallArgs& a
   if (name == "iterable") {
     return v.is_undefined() || v.is_string() || v.is_sequence_like() || v.kind() == Kind::kDict;
   }
-  if (name == "callable") return v.kind() == Kind::kCallable;
+  if (name == "callable") return v.kind() == Kind::kCallable || v.is_undefined();
   if (name == "escaped") return false;
   if (name == "sameas") {
     if (v.kind() != arg.kind()) return false;
     switch (v.kind()) {
       case Kind::kNone:
-      case Kind::kUndefined: return v.is_none();
-      case Kind::kBool: return v.boolean() == arg.boolean();
-      case Kind::kInt: return v.integer() == arg.integer() && v.integer() >= -5 && v.integer() <= 256;
-      case Kind::kString: return &v.string() == &arg.string();
+      case Kind::kUndefined:
+        return v.is_none();
+      case Kind::kBool:
+        return v.boolean() == arg.boolean();
+      case Kind::kInt:
+        return v.integer() == arg.integer() && v.integer() >= -5 && v.integer() <= 256;
+      case Kind::kString:
+        return &v.string() == &arg.string();
       case Kind::kList:
       case Kind::kTuple:
-      case Kind::kIterator: return &v.items() == &arg.items();
-      case Kind::kDict: return &v.dict() == &arg.dict();
-      case Kind::kObject: return &v.object() == &arg.object();
-      default: return false;
+      case Kind::kIterator:
+        return &v.items() == &arg.items();
+      case Kind::kDict:
+        return &v.dict() == &arg.dict();
+      case Kind::kObject:
+        return &v.object() == &arg.object();
+      default:
+        return false;
     }
   }
   if (name == "lower" || name == "upper") {
+    // Python str.islower()/isupper(): some cased letter, none of the other case.
     const std::string s = v.Str();
-    return name == "lower" ? Lower(s) == s : Upper(s) == s;
+    bool any_cased = false;
+    size_t pos = 0;
+    while (pos < s.size()) {
+      const uint32_t c = NextCodePoint(s, &pos);
+      if (!IsCased(c)) continue;
+      any_cased = true;
+      if (name == "lower" ? ToLower(c) != c : ToUpper(c) != c) return false;
+    }
+    return any_cased;
   }
   if (name == "odd" || name == "even" || name == "divisibleby") {
     if (v.is_undefined()) Fail(UndefinedMessage(v) + at);
@@ -1812,6 +1966,7 @@ bool Interpreter::ApplyTest(const std::string& name, const Value& v, CallArgs& a
   if (name == "<=" || name == "le") return Compare("<=", v, arg, line);
   if (name == "filter") return v.is_string() && IsJinjaFilterName(v.string());
   if (name == "test") return v.is_string() && IsJinjaTestName(v.string());
+  if (!IsJinjaTestName(name)) Fail("No test named '" + name + "'." + at);
   FailUnsupported("the '" + name + "' test" + at);
 }
 
@@ -1835,55 +1990,56 @@ const DictData& Interpreter::Builtins() {
   static const DictData* builtins = [] {
     auto* d = new DictData;
     d->Set(Value::Str("range"), Value::Function("range", [](Interpreter& in, CallArgs& a) {
-      if (!a.keyword.empty() || a.positional.empty() || a.positional.size() > 3) Fail("range expects 1 to 3 integer arguments");
-      int64_t start = 0, stop, step = 1;
-      if (a.positional.size() == 1) {
-        stop = IntArg(a.positional[0], 0, "range");
-      } else {
-        start = IntArg(a.positional[0], 0, "range");
-        stop = IntArg(a.positional[1], 0, "range");
-        if (a.positional.size() == 3) step = IntArg(a.positional[2], 1, "range");
-      }
-      if (step == 0) Fail("range() arg 3 must not be zero");
-      const long double count_ld = step > 0 ? (static_cast<long double>(stop) - start + step - 1) / step
-                                            : (static_cast<long double>(start) - stop - step - 1) / -step;
-      const int64_t count = count_ld <= 0 ? 0 : static_cast<int64_t>(count_ld);
-      // jinja2's sandbox refuses ranges over 100000 items (MAX_RANGE).
-      if (count > 100000) Fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
-      std::vector<Value> items;
-      for (int64_t i = 0; i < count; ++i) items.push_back(Value::Int(start + i * step));
-      return in.MakeList(std::move(items));
-    }));
+             if (!a.keyword.empty() || a.positional.empty() || a.positional.size() > 3)
+               Fail("range expects 1 to 3 integer arguments");
+             int64_t start = 0, stop, step = 1;
+             if (a.positional.size() == 1) {
+               stop = IntArg(a.positional[0], 0, "range");
+             } else {
+               start = IntArg(a.positional[0], 0, "range");
+               stop = IntArg(a.positional[1], 0, "range");
+               if (a.positional.size() == 3) step = IntArg(a.positional[2], 1, "range");
+             }
+             if (step == 0) Fail("range() arg 3 must not be zero");
+             const long double count_ld = step > 0 ? (static_cast<long double>(stop) - start + step - 1) / step
+                                                   : (static_cast<long double>(start) - stop - step - 1) / -step;
+             const int64_t count = count_ld <= 0 ? 0 : static_cast<int64_t>(count_ld);
+             // jinja2's sandbox refuses ranges over 100000 items (MAX_RANGE).
+             if (count > 100000) Fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+             std::vector<Value> items;
+             for (int64_t i = 0; i < count; ++i) items.push_back(Value::Int(start + i * step));
+             return in.MakeList(std::move(items));
+           }));
     d->Set(Value::Str("namespace"), Value::Function("namespace", [](Interpreter&, CallArgs& a) {
-      auto ns = std::make_shared<ObjectData>();
-      ns->is_namespace = true;
-      for (const auto& p : a.positional) {
-        if (p.kind() != Kind::kDict) Fail("namespace() takes mappings and keyword arguments");
-        for (const auto& [k, v] : p.dict().entries) ns->Set(k.Str(), v);
-      }
-      for (const auto& [k, v] : a.keyword) ns->Set(k, v);
-      return Value::Object(std::move(ns));
-    }));
+             auto ns = std::make_shared<ObjectData>();
+             ns->is_namespace = true;
+             for (const auto& p : a.positional) {
+               if (p.kind() != Kind::kDict) Fail("namespace() takes mappings and keyword arguments");
+               for (const auto& [k, v] : p.dict().entries) ns->Set(k.Str(), v);
+             }
+             for (const auto& [k, v] : a.keyword) ns->Set(k, v);
+             return Value::Object(std::move(ns));
+           }));
     d->Set(Value::Str("dict"), Value::Function("dict", [](Interpreter&, CallArgs& a) {
-      auto out = std::make_shared<DictData>();
-      for (const auto& p : a.positional) {
-        if (p.kind() != Kind::kDict) FailUnsupported("dict() from a non-mapping");
-        for (const auto& [k, v] : p.dict().entries) out->Set(k, v);
-      }
-      for (const auto& [k, v] : a.keyword) out->Set(Value::Str(k), v);
-      return Value::Dict(std::move(out));
-    }));
+             auto out = std::make_shared<DictData>();
+             for (const auto& p : a.positional) {
+               if (p.kind() != Kind::kDict) FailUnsupported("dict() from a non-mapping");
+               for (const auto& [k, v] : p.dict().entries) out->Set(k, v);
+             }
+             for (const auto& [k, v] : a.keyword) out->Set(Value::Str(k), v);
+             return Value::Dict(std::move(out));
+           }));
     d->Set(Value::Str("raise_exception"), Value::Function("raise_exception", [](Interpreter&, CallArgs& a) -> Value {
-      throw Error{StatusCode::kInvalidArgument, a.Get(0, "message").Str()};
-    }));
+             throw Error{StatusCode::kInvalidArgument, a.Get(0, "message").Str()};
+           }));
     d->Set(Value::Str("strftime_now"), Value::Function("strftime_now", [](Interpreter& in, CallArgs& a) {
-      return in.MakeStr(in.Strftime(StrArg(a.Get(0, "format"), "strftime_now")));
-    }));
+             return in.MakeStr(in.Strftime(StrArg(a.Get(0, "format"), "strftime_now")));
+           }));
     for (const char* name : {"cycler", "joiner", "lipsum"}) {
       const std::string n = name;
       d->Set(Value::Str(n), Value::Function(n, [n](Interpreter&, CallArgs&) -> Value {
-        FailUnsupported("the global function " + n + "()");
-      }));
+               FailUnsupported("the global function " + n + "()");
+             }));
     }
     return d;
   }();
@@ -1897,6 +2053,8 @@ StatusOr<Template> Template::Parse(std::string_view source, const ParseLimits& l
     return Status(e.code, "chat template: " + e.message);
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("chat template: out of memory while parsing");
+  } catch (const std::exception& e) {
+    return Internal(std::string("chat template: ") + e.what());
   }
 }
 
@@ -1909,6 +2067,8 @@ StatusOr<std::string> Template::Render(const DictData& variables, const RenderOp
     return Status(e.code, e.message);
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("chat template: out of memory while rendering");
+  } catch (const std::exception& e) {
+    return Internal(std::string("chat template: ") + e.what());
   }
   return out;
 }

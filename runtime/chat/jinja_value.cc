@@ -101,38 +101,59 @@ bool Value::Truthy() const {
 
 const char* Value::TypeName() const {
   switch (kind_) {
-    case Kind::kUndefined: return "Undefined";
-    case Kind::kNone: return "NoneType";
-    case Kind::kBool: return "bool";
-    case Kind::kInt: return "int";
-    case Kind::kFloat: return "float";
-    case Kind::kString: return "str";
-    case Kind::kList: return "list";
-    case Kind::kTuple: return "tuple";
-    case Kind::kIterator: return "generator";
-    case Kind::kDict: return "dict";
-    case Kind::kObject: return object_->is_namespace ? "Namespace" : "LoopContext";
-    case Kind::kCallable: return "function";
+    case Kind::kUndefined:
+      return "Undefined";
+    case Kind::kNone:
+      return "NoneType";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return "str";
+    case Kind::kList:
+      return "list";
+    case Kind::kTuple:
+      return "tuple";
+    case Kind::kIterator:
+      return "generator";
+    case Kind::kDict:
+      return "dict";
+    case Kind::kObject:
+      return object_->is_namespace ? "Namespace" : "LoopContext";
+    case Kind::kCallable:
+      return "function";
   }
   return "object";
 }
 
 std::string Value::Str() const {
   switch (kind_) {
-    case Kind::kUndefined: return "";
-    case Kind::kString: return *s_;
-    default: return Repr();
+    case Kind::kUndefined:
+      return "";
+    case Kind::kString:
+      return *s_;
+    default:
+      return Repr();
   }
 }
 
 std::string Value::Repr() const {
   switch (kind_) {
-    case Kind::kUndefined: return "Undefined";
-    case Kind::kNone: return "None";
-    case Kind::kBool: return b_ ? "True" : "False";
-    case Kind::kInt: return std::to_string(i_);
-    case Kind::kFloat: return FloatRepr(d_);
-    case Kind::kString: return StringRepr(*s_);
+    case Kind::kUndefined:
+      return "Undefined";
+    case Kind::kNone:
+      return "None";
+    case Kind::kBool:
+      return b_ ? "True" : "False";
+    case Kind::kInt:
+      return std::to_string(i_);
+    case Kind::kFloat:
+      return FloatRepr(d_);
+    case Kind::kString:
+      return StringRepr(*s_);
     case Kind::kList:
     case Kind::kTuple: {
       std::string out = kind_ == Kind::kList ? "[" : "(";
@@ -374,13 +395,27 @@ void DumpJsonString(std::string_view s, bool ensure_ascii, std::string* out) {
     const uint32_t cp = NextCodePoint(s, &pos);
     char buf[16];
     switch (cp) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
-      case '\b': *out += "\\b"; break;
-      case '\f': *out += "\\f"; break;
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
+      case '\b':
+        *out += "\\b";
+        break;
+      case '\f':
+        *out += "\\f";
+        break;
       default:
         if (cp < 0x20 || (ensure_ascii && cp > 0x7e)) {
           if (cp >= 0x10000) {
@@ -414,11 +449,21 @@ void Newline(const JsonOptions& o, int depth, std::string* out) {
 void DumpJson(const Value& value, const JsonOptions& o, int depth, std::string* out) {
   if (depth > 200) FailExhausted("tojson: nesting deeper than 200 levels");
   switch (value.kind()) {
-    case Kind::kNone: *out += "null"; return;
-    case Kind::kBool: *out += value.boolean() ? "true" : "false"; return;
-    case Kind::kInt: *out += std::to_string(value.integer()); return;
-    case Kind::kFloat: *out += JsonFloat(value.number()); return;
-    case Kind::kString: DumpJsonString(value.string(), o.ensure_ascii, out); return;
+    case Kind::kNone:
+      *out += "null";
+      return;
+    case Kind::kBool:
+      *out += value.boolean() ? "true" : "false";
+      return;
+    case Kind::kInt:
+      *out += std::to_string(value.integer());
+      return;
+    case Kind::kFloat:
+      *out += JsonFloat(value.number());
+      return;
+    case Kind::kString:
+      DumpJsonString(value.string(), o.ensure_ascii, out);
+      return;
     case Kind::kList:
     case Kind::kTuple: {
       const auto& items = value.items();
@@ -441,11 +486,21 @@ void DumpJson(const Value& value, const JsonOptions& o, int depth, std::string* 
       for (const auto& [k, v] : value.dict().entries) {
         std::string key;
         switch (k.kind()) {
-          case Kind::kString: key = k.string(); break;
-          case Kind::kInt: key = std::to_string(k.integer()); break;
-          case Kind::kFloat: key = JsonFloat(k.number()); break;
-          case Kind::kBool: key = k.boolean() ? "true" : "false"; break;
-          case Kind::kNone: key = "null"; break;
+          case Kind::kString:
+            key = k.string();
+            break;
+          case Kind::kInt:
+            key = std::to_string(k.integer());
+            break;
+          case Kind::kFloat:
+            key = JsonFloat(k.number());
+            break;
+          case Kind::kBool:
+            key = k.boolean() ? "true" : "false";
+            break;
+          case Kind::kNone:
+            key = "null";
+            break;
           default:
             Fail(std::string("keys must be str, int, float, bool or None, not ") + k.TypeName());
         }
@@ -527,10 +582,27 @@ size_t CodePointCount(std::string_view s) {
 }
 
 bool IsPyWhitespace(uint32_t cp) {
-  return (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x20) || cp == 0x85 || cp == 0xa0 ||
-         cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
-         cp == 0x205f || cp == 0x3000;
+  return (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x20) || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
 }
+
+namespace {
+
+// Latin Extended-B: the titlecase digraph triples (upper, title, lower) and
+// the ranges where upper/lower letters alternate.
+bool IsDigraph(uint32_t c) { return (c >= 0x1c4 && c <= 0x1cc) || (c >= 0x1f1 && c <= 0x1f3); }
+uint32_t DigraphBase(uint32_t c) { return c >= 0x1f1 ? 0x1f1 : 0x1c4 + (c - 0x1c4) / 3 * 3; }
+// Whether c lies in an alternating range whose upper-case letters are odd.
+int LatinBPairParity(uint32_t c) {
+  if (c >= 0x1cd && c <= 0x1dc) return 1;
+  if ((c >= 0x1de && c <= 0x1ef) || c == 0x1f4 || c == 0x1f5 || (c >= 0x1f8 && c <= 0x21f) ||
+      (c >= 0x222 && c <= 0x233)) {
+    return 0;
+  }
+  return -1;
+}
+
+}  // namespace
 
 uint32_t ToUpper(uint32_t c) {
   if (c < 0x80) return c >= 'a' && c <= 'z' ? c - 32 : c;
@@ -543,6 +615,10 @@ uint32_t ToUpper(uint32_t c) {
     if (c == 0x131) return 'I';
     if (c == 0x17f) return 'S';
     return c;
+  }
+  if (IsDigraph(c)) return DigraphBase(c);
+  if (const int parity = LatinBPairParity(c); parity >= 0) {
+    return (c & 1) == static_cast<uint32_t>(parity) ? c : c - 1;
   }
   if (c >= 0x3b1 && c <= 0x3c9) return c == 0x3c2 ? 0x3a3 : c - 32;
   if (c == 0x3ac) return 0x386;
@@ -565,6 +641,10 @@ uint32_t ToLower(uint32_t c) {
     if (((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e)) && (c & 1)) return c + 1;
     return c;
   }
+  if (IsDigraph(c)) return DigraphBase(c) + 2;
+  if (const int parity = LatinBPairParity(c); parity >= 0) {
+    return (c & 1) == static_cast<uint32_t>(parity) ? c + 1 : c;
+  }
   if (c >= 0x391 && c <= 0x3a9 && c != 0x3a2) return c + 32;
   if (c == 0x386) return 0x3ac;
   if (c >= 0x388 && c <= 0x38a) return c + 37;
@@ -577,10 +657,44 @@ uint32_t ToLower(uint32_t c) {
   return c;
 }
 
+bool IsCased(uint32_t c) { return ToUpper(c) != c || ToLower(c) != c || c == 0xdf || IsDigraph(c); }
+
+void AppendUpper(uint32_t c, std::string* out) {
+  if (c == 0xdf) {
+    *out += "SS";
+    return;
+  }
+  AppendCodePoint(ToUpper(c), out);
+}
+
+void AppendLower(uint32_t c, std::string* out) {
+  if (c == 0x130) {
+    *out += "i\xcc\x87";  // i + COMBINING DOT ABOVE
+    return;
+  }
+  AppendCodePoint(ToLower(c), out);
+}
+
+void AppendTitle(uint32_t c, std::string* out) {
+  if (c == 0xdf) {
+    *out += "Ss";
+    return;
+  }
+  if (IsDigraph(c)) {
+    AppendCodePoint(DigraphBase(c) + 1, out);
+    return;
+  }
+  AppendCodePoint(ToUpper(c), out);
+}
+
 bool IsAlpha(uint32_t c) {
   if (c < 0x80) return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-  return ToUpper(c) != c || ToLower(c) != c || c == 0xdf || (c >= 0x3040 && c <= 0x9fff) ||
-         (c >= 0xac00 && c <= 0xd7a3);
+  // Letters of the common scripts (Python's str.isalpha covers all of Unicode's L*).
+  return IsCased(c) || (c >= 0xc0 && c <= 0x24f && c != 0xd7 && c != 0xf7) ||
+         (c >= 0x370 && c <= 0x52f && c != 0x37e && c != 0x387) || (c >= 0x5d0 && c <= 0x5ea) ||
+         (c >= 0x620 && c <= 0x64a) || (c >= 0x904 && c <= 0x939) || (c >= 0xe01 && c <= 0xe30) ||
+         (c >= 0x3041 && c <= 0x3096) || (c >= 0x30a1 && c <= 0x30fa) || (c >= 0x3400 && c <= 0x4dbf) ||
+         (c >= 0x4e00 && c <= 0x9fff) || (c >= 0xac00 && c <= 0xd7a3);
 }
 
 bool IsDigit(uint32_t c) { return c >= '0' && c <= '9'; }
@@ -589,7 +703,7 @@ std::string Upper(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   size_t pos = 0;
-  while (pos < s.size()) AppendCodePoint(ToUpper(NextCodePoint(s, &pos)), &out);
+  while (pos < s.size()) AppendUpper(NextCodePoint(s, &pos), &out);
   return out;
 }
 
@@ -597,7 +711,19 @@ std::string Lower(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   size_t pos = 0;
-  while (pos < s.size()) AppendCodePoint(ToLower(NextCodePoint(s, &pos)), &out);
+  uint32_t prev = 0;
+  while (pos < s.size()) {
+    const uint32_t c = NextCodePoint(s, &pos);
+    if (c == 0x3a3) {
+      // Final sigma: after a cased letter and not before one.
+      size_t p = pos;
+      const uint32_t next = pos < s.size() ? NextCodePoint(s, &p) : 0;
+      AppendCodePoint(IsCased(prev) && !IsCased(next) ? 0x3c2 : 0x3c3, &out);
+    } else {
+      AppendLower(c, &out);
+    }
+    prev = c;
+  }
   return out;
 }
 
@@ -630,8 +756,7 @@ size_t FindInvalidUtf8(std::string_view s) {
       if ((p[i + k] & 0xc0) != 0x80) return i;
       cp = (cp << 6) | (p[i + k] & 0x3f);
     }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff)) {
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff)) {
       return i;
     }
     i += len;

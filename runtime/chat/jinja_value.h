@@ -23,9 +23,9 @@ struct Error {
   StatusCode code;
   std::string message;
 };
-[[noreturn]] void Fail(std::string message);                  // kInvalidArgument: a template error
-[[noreturn]] void FailUnsupported(std::string message);       // kUnsupported
-[[noreturn]] void FailExhausted(std::string message);         // kResourceExhausted
+[[noreturn]] void Fail(std::string message);             // kInvalidArgument: a template error
+[[noreturn]] void FailUnsupported(std::string message);  // kUnsupported
+[[noreturn]] void FailExhausted(std::string message);    // kResourceExhausted
 
 class Value;
 struct CallArgs;
@@ -38,11 +38,11 @@ enum class Kind : uint8_t {
   kInt,
   kFloat,
   kString,
-  kList,       // Python list
-  kTuple,      // Python tuple
-  kIterator,   // a generator/iterator (select, map, reverse…): iterable once, no len, always true
-  kDict,       // insertion-ordered
-  kObject,     // attribute bag: namespace() (assignable with set) and loop
+  kList,      // Python list
+  kTuple,     // Python tuple
+  kIterator,  // a generator/iterator (select, map, reverse…): iterable once, no len, always true
+  kDict,      // insertion-ordered
+  kObject,    // attribute bag: namespace() (assignable with set) and loop
   kCallable,
 };
 
@@ -146,9 +146,9 @@ struct JsonOptions {
   bool ensure_ascii = false;
   bool sort_keys = false;
   bool has_indent = false;
-  std::string indent;           // one level of indentation when has_indent
-  std::string item_separator;   // default ", " (or "," with an indent)
-  std::string key_separator;    // default ": "
+  std::string indent;          // one level of indentation when has_indent
+  std::string item_separator;  // default ", " (or "," with an indent)
+  std::string key_separator;   // default ": "
 };
 // Python json.dumps(value, ...) as transformers' tojson filter calls it.
 void DumpJson(const Value& value, const JsonOptions& options, int depth, std::string* out);
@@ -162,9 +162,16 @@ std::string FromCodePoints(const uint32_t* cps, size_t n);
 size_t CodePointCount(std::string_view s);
 // Python str.isspace() for one code point.
 bool IsPyWhitespace(uint32_t cp);
-// Simple case mappings (ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic).
+// Case mappings for Latin (ASCII, Latin-1, Extended-A and -B), Greek,
+// Cyrillic and fullwidth Latin, with Python's special cases there (ß → SS,
+// İ → i̇, titlecase digraphs, final sigma); other scripts are left as they
+// are. ToUpper/ToLower are the one-code-point simple mappings.
 uint32_t ToUpper(uint32_t cp);
 uint32_t ToLower(uint32_t cp);
+bool IsCased(uint32_t cp);
+void AppendUpper(uint32_t cp, std::string* out);
+void AppendLower(uint32_t cp, std::string* out);
+void AppendTitle(uint32_t cp, std::string* out);
 bool IsAlpha(uint32_t cp);
 bool IsDigit(uint32_t cp);
 std::string Upper(std::string_view s);
