@@ -260,6 +260,39 @@ kvedge_status kvedge_session_save(const kvedge_session* session, const char* pat
  * NOT_FOUND, CORRUPT (not a session file, truncated, a checksum mismatch),
  * UNSUPPORTED (written by a newer kvedge), IO. */
 kvedge_status kvedge_session_load(kvedge_session* session, const char* path);
+ * Chat templates
+ * ------------------------------------------------------------------------ */
+
+/* Renders a chat template for a conversation into the exact prompt text
+ * Hugging Face transformers' apply_chat_template produces (Python jinja2
+ * semantics; the template sees messages, add_generation_prompt, bos_token,
+ * eos_token, and tools = documents = None; strftime_now() uses local time).
+ *
+ * template_source: NUL-terminated Jinja source, or NULL for the model's own
+ *   tokenizer.chat_template; a model without one gets ChatML
+ *   ("<|im_start|>role\ncontent<|im_end|>\n" per message, then
+ *   "<|im_start|>assistant\n" with add_generation_prompt).
+ * model: may be NULL when template_source and both tokens are given.
+ * messages_json: NUL-terminated UTF-8 JSON array of message objects
+ *   ([{"role": "user", "content": "Hi"}, ...]; other fields pass through).
+ * bos_token, eos_token: NUL-terminated; NULL for the model's vocabulary
+ *   strings ("" without a model).
+ * out, capacity, out_len: *out_len receives the text's length in bytes
+ *   (without the NUL). If capacity > *out_len the text and a NUL are written
+ *   to out; otherwise KVEDGE_BUFFER_TOO_SMALL is returned and nothing is
+ *   written (out = NULL, capacity = 0 asks for the size).
+ *
+ * Templates are untrusted input: nesting, evaluation steps, output (64 MiB)
+ * and working memory are bounded. Errors: INVALID_ARGUMENT (NULL, invalid
+ * JSON or UTF-8, a template syntax or runtime error; when the template calls
+ * raise_exception(msg), kvedge_last_error() is
+ * "kvedge_chat_template_render: " followed by msg), UNSUPPORTED (a jinja2
+ * feature outside the subset kvedge implements), OUT_OF_BUDGET (a limit was
+ * hit). Thread-safe. */
+kvedge_status kvedge_chat_template_render(const kvedge_model* model, const char* template_source,
+                                          const char* messages_json, int add_generation_prompt,
+                                          const char* bos_token, const char* eos_token, char* out,
+                                          size_t capacity, size_t* out_len);
 
 #ifdef __cplusplus
 } /* extern "C" */

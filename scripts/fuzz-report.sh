@@ -28,6 +28,7 @@ declare -A sources=(
   [fuzz_llama2c]="runtime/model/llama2c.cc"
   [fuzz_tokenizer]="runtime/tokenizer/tokenizer.cc runtime/tokenizer/spm_tokenizer.cc runtime/tokenizer/gpt2_tokenizer.cc runtime/tokenizer/utf8.cc"
   [fuzz_cli_parse]="runtime/cli/common.cc platform/memory.cc simd/kv_format.cc kvcache/kv_cache_plan.cc"
+  [fuzz_jinja]="runtime/chat/jinja_parser.cc runtime/chat/jinja_render.cc runtime/chat/jinja_value.cc"
 )
 # The functions each target drives (demangled-name prefixes) for the per-function table.
 declare -A entries=(
@@ -35,18 +36,21 @@ declare -A entries=(
   [fuzz_llama2c]="kvedge::ReadLlama2c"
   [fuzz_tokenizer]="kvedge::ParseLlama2cTokenizer kvedge::SpmTokenizer::Create kvedge::SpmTokenizer::Encode kvedge::Gpt2Tokenizer::Encode kvedge::Gpt2Tokenizer::EncodeWord kvedge::Tokenizer::Decode kvedge::Tokenizer::DecodePiece kvedge::FindInvalidUtf8 kvedge::DecodeUtf8"
   [fuzz_cli_parse]="kvedge::ParseByteSize kvedge::ParseKvFormat kvedge::ParseEvictionPolicy kvedge::cli::MakeSessionOptions kvedge::PlanKvCache"
+  [fuzz_jinja]="kvedge::jinja::ParseTemplate kvedge::jinja::Template::Render"
 )
 declare -A drives=(
   [fuzz_gguf]="\`GgufFile::Parse\`, \`LoadGgufModel\`, \`LoadGgufTokenizer\` + encode/decode, \`LoadModelFromMemory\`"
   [fuzz_llama2c]="\`ReadLlama2c\` (header, weight views; touches both ends of the views)"
   [fuzz_tokenizer]="\`ParseLlama2cTokenizer\` on the input + encode/decode with it; SPM (tok512) and GPT-2 byte-level round trip of the input (exact for valid UTF-8, an error otherwise)"
   [fuzz_cli_parse]="\`ParseByteSize\`, \`ParseKvFormat\`, \`ParseEvictionPolicy\`, \`MakeSessionOptions\`, \`PlanKvCache\` (arena ≤ budget)"
+  [fuzz_jinja]="\`Template::Parse\` + \`Template::Render\` (twice: deterministic, output ≤ limit) with a fixed conversation"
 )
 declare -A seed_text=(
   [fuzz_gguf]="stories260K_llamacpp.gguf (read as its first 64 KiB), its first 12000 B, its header and metadata with 0 tensors, a 24 KiB \`kvedge synth\` model"
   [fuzz_llama2c]="stories260K.bin, aidreams260K.bin"
   [fuzz_tokenizer]="tok512.bin, aidreams260K_tok512.bin, first 4 KiB of each text in data/"
   [fuzz_cli_parse]="two hand-written flag sets"
+  [fuzz_jinja]="the 31 real chat templates of conformance/chat"
 )
 
 for t in "${KVEDGE_FUZZ_TARGETS[@]}"; do

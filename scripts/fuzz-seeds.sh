@@ -1,17 +1,18 @@
 # Sourced by scripts/fuzz-smoke.sh and scripts/fuzz-campaign.sh: the seed
-# inputs and per-target input caps of the four libFuzzer targets, so smoke
+# inputs and per-target input caps of the libFuzzer targets, so smoke
 # runs and long campaigns start from the same files with the same flags.
 # Seeds come from the shared models and text ($KVEDGE_SHARED), never the repo;
 # one GGUF seed is written by the fuzz build's kvedge (`synth`), so callers
 # build the `kvedge` target of the fuzz preset too.
 
-KVEDGE_FUZZ_TARGETS=(fuzz_gguf fuzz_llama2c fuzz_tokenizer fuzz_cli_parse)
+KVEDGE_FUZZ_TARGETS=(fuzz_gguf fuzz_llama2c fuzz_tokenizer fuzz_cli_parse fuzz_jinja)
 
 # Input caps: llama2.c seeds must stay whole to load (and reach the view
 # checks); GGUF parsing is exercised by its first 64 KiB; tokenizer inputs
-# are re-encoded whole, so short ones keep the exec rate up.
+# are re-encoded whole, so short ones keep the exec rate up; chat templates
+# run to 13 KiB (the largest real one in the kit is 12.5 KiB).
 declare -A KVEDGE_FUZZ_MAX_LEN=([fuzz_gguf]=65536 [fuzz_llama2c]=1100000 [fuzz_tokenizer]=16384
-                                [fuzz_cli_parse]=256)
+                                [fuzz_cli_parse]=256 [fuzz_jinja]=13312)
 
 # Flags every run uses besides -max_len (libFuzzer defaults otherwise).
 KVEDGE_FUZZ_FLAGS=(-rss_limit_mb=2048 -timeout=20 -print_final_stats=1)
@@ -69,6 +70,10 @@ PY
     fuzz_cli_parse)
       printf '64MiB\0int4\0sinks\0int8\0int4\0in-cache\0\0\0\0\0\0\0' >"${dir}/budget"
       printf '\0f16\0h2o\0\0\0absolute\0x\0ab\0cd\0ef\0g\0h' >"${dir}/capacity"
+      ;;
+    fuzz_jinja)
+      # The real chat templates of the conformance kit.
+      cp "${shared}"/conformance/chat/templates/*.jinja "${dir}/"
       ;;
     *)
       echo "fuzz-seeds: unknown target '${target}'" >&2

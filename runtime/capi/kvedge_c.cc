@@ -21,6 +21,8 @@
 #include "runtime/engine/defaults.h"
 #include "runtime/chat/session_file.h"
 #include "runtime/engine/generator.h"
+#include "runtime/chat/chat_template.h"
+#include "runtime/chat/gguf_chat_template.h"
 #include "runtime/engine/sampler.h"
 #include "runtime/engine/session.h"
 #include "runtime/model/model_loader.h"
@@ -34,6 +36,8 @@ static_assert(std::is_same_v<int32_t, int>, "kvedge assumes a 32-bit int");
 struct kvedge_model {
   std::unique_ptr<kvedge::ModelWeights> weights;
   std::unique_ptr<kvedge::Tokenizer> tokenizer;
+  // tokenizer.chat_template of a GGUF, or ChatML; bos/eos as vocabulary text.
+  kvedge::chat::ModelChatTemplate chat;
   mutable std::atomic<int> references{1};
 };
 
@@ -224,6 +228,16 @@ kvedge_status kvedge_model_load(const char* model_path, const char* tokenizer_pa
     auto model = std::make_unique<kvedge_model>();
     model->weights = std::move(weights).value();
     model->tokenizer = std::move(tokenizer).value();
+    if (model->weights->format == "gguf") {
+      auto chat = kvedge::chat::LoadModelChatTemplate(model_path);
+      if (!chat.ok()) return Fail(chat.status(), fn);
+      model->chat = std::move(chat).value();
+    } else {
+      model->chat.source = kvedge::chat::kChatMlTemplate;
+      const kvedge::Tokenizer& t = *model->tokenizer;
+      if (t.bos() >= 0) model->chat.bos_token = std::string(t.TokenText(t.bos()));
+      if (t.eos() >= 0) model->chat.eos_token = std::string(t.TokenText(t.eos()));
+    }
     *out = model.release();
     return KVEDGE_OK;
   });
@@ -478,3 +492,38 @@ kvedge_status kvedge_session_load(kvedge_session* session, const char* path) {
 }
 
 }  // extern "C"
+
+kvedge_status kvedge_chat_template_render(const kvedge_model* model, const char* template_source,
+                                          const char* messages_json, int add_generation_prompt,
+                                          const char* bos_token, const char* eos_token, char* out,
+                                          size_t capacity, size_t* out_len) {
+  const char* const fn = __func__;  // __func__ inside a lambda names the lambda
+  if (model == nullptr && template_source == nullptr) return NullArgument(fn, "template_source (without a model)");
+  if (messages_json == nullptr) return NullArgument(fn, "messages_json");
+  if (out_len == nullptr) return NullArgument(fn, "out_len");
+  if (out == nullptr && capacity > 0) return NullArgument(fn, "out (with capacity > 0)");
+  return Guarded(fn, [&] {
+    kvedge::chat::ChatTemplateInputs in;
+    in.messages_json = messages_json;
+    in.add_generation_prompt = add_generation_prompt != 0;
+    if (model != nullptr) {
+      in.bos_token = model->chat.bos_token;
+      in.eos_token = model->chat.eos_token;
+    }
+    if (bos_token != nullptr) in.bos_token = bos_token;
+    if (eos_token != nullptr) in.eos_token = eos_token;
+    const std::string_view source = template_source != nullptr ? std::string_view(template_source)
+                                                               : std::string_view(model->chat.source);
+    auto text = kvedge::chat::RenderChatTemplate(source, in);
+    if (!text.ok()) return Fail(text.status(), fn);
+    *out_len = text->size();
+    if (text->size() >= capacity) {
+      return Fail(KVEDGE_BUFFER_TOO_SMALL, fn,
+                  "the text needs " + std::to_string(text->size() + 1) + " bytes with its NUL; the buffer holds " +
+                      std::to_string(capacity));
+    }
+    std::copy(text->begin(), text->end(), out);
+    out[text->size()] = '\0';
+    return KVEDGE_OK;
+  });
+}

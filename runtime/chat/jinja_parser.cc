@@ -100,6 +100,7 @@ class Lexer {
         if ((l_pos > 0 || line_starting) && AllPyWhitespace(text.substr(l_pos))) text = text.substr(0, l_pos);
       }
       if (!text.empty()) Emit(Tok::kData, std::string(text));
+      CountLines(pos, idx);
       size_t p = idx + 2 + (mod ? 1 : 0);
       if (kind == '#') {
         const size_t e = src_.find("#}", p);
@@ -119,7 +120,6 @@ class Lexer {
         line_starting = src_[pos - 1] == '\n';
         continue;
       }
-      CountLines(pos, idx);
       Emit(kind == '{' ? Tok::kVarBegin : Tok::kBlockBegin, "");
       pos = LexTag(kind == '{', p);
       line_starting = src_[pos - 1] == '\n';
@@ -133,7 +133,6 @@ class Lexer {
     Token t;
     t.type = type;
     t.line = line_;
-    if (type == Tok::kData) line_ += static_cast<int>(std::count(text.begin(), text.end(), '\n'));
     t.text = std::move(text);
     tokens_.push_back(std::move(t));
   }
@@ -401,7 +400,7 @@ class Lexer {
 };
 
 const char* const kFilterNames[] = {
-    "abs",     "attribute", "batch",   "capitalize", "center", "count",      "d",          "default",
+    "abs",     "attr",      "batch",   "capitalize", "center", "count",      "d",          "default",
     "dictsort", "e",        "escape",  "filesizeformat", "first", "float",   "forceescape", "format",
     "groupby", "indent",    "int",     "items",      "join",   "last",       "length",     "list",
     "lower",   "map",       "max",     "min",        "pprint", "random",     "reject",     "rejectattr",
@@ -426,6 +425,21 @@ class Parser {
   }
 
  private:
+  // Left-associative loops (a + b + c, x|f|g, x.a.b(c)[d]) deepen the tree
+  // one level per step without recursing: each step counts as nesting.
+  struct ChainGuard {
+    explicit ChainGuard(Parser* p) : p(p) {}
+    void Step() {
+      ++steps;
+      if (++p->depth_ > p->limits_.max_nesting) {
+        FailExhausted("template nesting deeper than " + std::to_string(p->limits_.max_nesting) + At(p->cur().line));
+      }
+    }
+    ~ChainGuard() { p->depth_ -= steps; }
+    Parser* p;
+    int steps = 0;
+  };
+
   struct DepthGuard {
     explicit DepthGuard(Parser* p) : p(p) {
       if (++p->depth_ > p->limits_.max_nesting) {
@@ -726,7 +740,9 @@ class Parser {
   ExprPtr ParseExpression() {
     DepthGuard guard(this);
     ExprPtr expr = ParseOr();
+    ChainGuard chain(this);
     while (IsName("if")) {
+      chain.Step();
       const int line = cur().line;
       next();
       auto cond = Make(Expr::kCondExpr, line);
@@ -748,12 +764,14 @@ class Parser {
 
   ExprPtr ParseOr() {
     ExprPtr left = ParseAnd();
-    while (SkipName("or")) left = Binary(Expr::kOr, "or", std::move(left), ParseAnd());
+    ChainGuard chain(this);
+    while (SkipName("or") && (chain.Step(), true)) left = Binary(Expr::kOr, "or", std::move(left), ParseAnd());
     return left;
   }
   ExprPtr ParseAnd() {
     ExprPtr left = ParseNot();
-    while (SkipName("and")) left = Binary(Expr::kAnd, "and", std::move(left), ParseNot());
+    ChainGuard chain(this);
+    while (SkipName("and") && (chain.Step(), true)) left = Binary(Expr::kAnd, "and", std::move(left), ParseNot());
     return left;
   }
   ExprPtr ParseNot() {
@@ -796,7 +814,9 @@ class Parser {
   }
   ExprPtr ParseMath1() {
     ExprPtr left = ParseConcat();
+    ChainGuard chain(this);
     while (IsOp("+") || IsOp("-")) {
+      chain.Step();
       const std::string op = cur().text;
       next();
       left = Binary(Expr::kBinary, op, std::move(left), ParseConcat());
@@ -813,7 +833,9 @@ class Parser {
   }
   ExprPtr ParseMath2() {
     ExprPtr left = ParsePow();
+    ChainGuard chain(this);
     while (IsOp("*") || IsOp("/") || IsOp("//") || IsOp("%")) {
+      chain.Step();
       const std::string op = cur().text;
       next();
       left = Binary(Expr::kBinary, op, std::move(left), ParsePow());
@@ -822,7 +844,8 @@ class Parser {
   }
   ExprPtr ParsePow() {
     ExprPtr left = ParseUnary(true);
-    while (SkipOp("**")) left = Binary(Expr::kBinary, "**", std::move(left), ParseUnary(true));
+    ChainGuard chain(this);
+    while (SkipOp("**") && (chain.Step(), true)) left = Binary(Expr::kBinary, "**", std::move(left), ParseUnary(true));
     return left;
   }
   ExprPtr ParseUnary(bool with_filter) {
@@ -914,7 +937,8 @@ class Parser {
   }
 
   ExprPtr ParsePostfix(ExprPtr node) {
-    for (;;) {
+    ChainGuard chain(this);
+    for (;; chain.Step()) {
       if (IsOp(".") || IsOp("[")) {
         node = ParseSubscript(std::move(node));
       } else if (IsOp("(")) {
@@ -926,7 +950,8 @@ class Parser {
   }
 
   ExprPtr ParseFilterExpr(ExprPtr node) {
-    for (;;) {
+    ChainGuard chain(this);
+    for (;; chain.Step()) {
       if (IsOp("|")) {
         node = ParseFilterChain(std::move(node));
       } else if (IsName("is")) {
@@ -1056,14 +1081,15 @@ class Parser {
   // One or more |filter(args) applied to node (null for filter blocks).
   ExprPtr ParseFilterChain(ExprPtr node, bool leading_pipe = true) {
     DepthGuard guard(this);
+    ChainGuard chain(this);
     bool first = true;
     while (first ? (!leading_pipe || IsOp("|")) : IsOp("|")) {
+      chain.Step();
       if (leading_pipe || !first) ExpectOp("|");
       first = false;
       const int line = cur().line;
       auto e = Make(Expr::kFilter, line);
       e->name = DottedName();
-      if (!IsJinjaFilterName(e->name)) Fail("No filter named '" + e->name + "'." + At(line));
       e->args.push_back(std::move(node));
       if (IsOp("(")) ParseArgs(e.get());
       node = std::move(e);
@@ -1078,7 +1104,6 @@ class Parser {
     auto e = Make(Expr::kTest, line);
     e->negated = SkipName("not");
     e->name = DottedName();
-    if (!IsJinjaTestName(e->name)) Fail("No test named '" + e->name + "'." + At(line));
     e->args.push_back(std::move(node));
     if (IsOp("(")) {
       ParseArgs(e.get());
@@ -1098,7 +1123,59 @@ class Parser {
   int loop_depth_ = 0;
   std::vector<std::array<bool, 3>> function_uses_;  // caller, varargs, kwargs per open macro/call body
   friend struct DepthGuard;
+  friend struct ChainGuard;
 };
+
+// jinja2 rejects unknown filters and tests when it compiles the template,
+// except inside an if statement or an inline if (a "soft" frame), where the
+// error waits until the filter runs. Loops, macros and blocks start anew.
+void CheckNames(const Expr* e, bool soft) {
+  if (!e) return;
+  if (!soft && e->type == Expr::kFilter && !IsJinjaFilterName(e->name)) {
+    Fail("No filter named '" + e->name + "'." + At(e->line));
+  }
+  if (!soft && e->type == Expr::kTest && !IsJinjaTestName(e->name)) {
+    Fail("No test named '" + e->name + "'." + At(e->line));
+  }
+  const bool inner_soft = soft || e->type == Expr::kCondExpr;
+  for (const auto& a : e->args) CheckNames(a.get(), inner_soft);
+  for (const auto& kv : e->kwargs) CheckNames(kv.second.get(), inner_soft);
+}
+
+void CheckNames(const NodeList& nodes, bool soft) {
+  for (const auto& n : nodes) {
+    switch (n->type) {
+      case Node::kIf:
+        CheckNames(n->expr.get(), true);
+        CheckNames(n->body, true);
+        CheckNames(n->else_body, true);
+        break;
+      case Node::kFor:
+        CheckNames(n->expr.get(), soft);
+        CheckNames(n->filter.get(), false);
+        CheckNames(n->body, false);
+        CheckNames(n->else_body, soft);
+        break;
+      case Node::kMacro:
+      case Node::kCallBlock:
+        for (const auto& v : n->values) CheckNames(v.get(), false);
+        CheckNames(n->expr.get(), soft);
+        CheckNames(n->body, false);
+        break;
+      case Node::kSetBlock:
+      case Node::kFilterBlock:
+      case Node::kWith:
+        for (const auto& v : n->values) CheckNames(v.get(), soft);
+        CheckNames(n->filter.get(), false);
+        CheckNames(n->body, false);
+        break;
+      default:
+        CheckNames(n->expr.get(), soft);
+        CheckNames(n->body, soft);
+        break;
+    }
+  }
+}
 
 }  // namespace
 
@@ -1120,7 +1197,9 @@ NodeList ParseTemplate(std::string_view source, const ParseLimits& limits) {
   const size_t bad = FindInvalidUtf8(source);
   if (bad != std::string_view::npos) Fail("template is not valid UTF-8 at byte " + std::to_string(bad));
   Parser parser(Lexer(source).Run(), limits);
-  return parser.Run();
+  NodeList nodes = parser.Run();
+  CheckNames(nodes, false);
+  return nodes;
 }
 
 }  // namespace kvedge::jinja

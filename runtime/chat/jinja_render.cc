@@ -14,7 +14,7 @@ namespace kvedge::jinja {
 class Interpreter {
  public:
   Interpreter(const DictData& globals, const RenderOptions& options) : globals_(globals), options_(options) {
-    frames_.push_back(Frame{{}, -1});
+    frames_.push_back(Frame{{}, -1, 0});
   }
 
   enum class Flow { kNormal, kBreak, kContinue };
@@ -69,11 +69,12 @@ class Interpreter {
   // ---- scopes ----
   struct Frame {
     std::vector<std::pair<std::string, Value>> vars;
-    int parent;  // frame where lookup continues; -1: the globals
+    int parent;   // frame where lookup continues; -1: the globals
+    uint64_t id;  // unique over the render: tells a live frame from a reused slot
   };
   int PushFrame(int parent) {
     if (frames_.size() > 4096) FailExhausted("too many nested scopes");
-    frames_.push_back(Frame{{}, parent});
+    frames_.push_back(Frame{{}, parent, ++frame_ids_});
     return static_cast<int>(frames_.size()) - 1;
   }
   void PopFrame() { frames_.pop_back(); }
@@ -259,8 +260,14 @@ class Interpreter {
   }
 
   // ---- macros ----
+  // A macro sees the scope it was defined in while that scope lives (a macro
+  // defined in a loop body sees the loop variable), else the top level.
   Value MakeMacro(const Node* macro) {
-    return Value::Function(macro->text, [this, macro](Interpreter&, CallArgs& a) {
+    const int def_scope = Top();
+    const uint64_t def_id = frames_.back().id;
+    return Value::Function(macro->text, [this, macro, def_scope, def_id](Interpreter&, CallArgs& a) {
+      const int scope =
+          def_scope < static_cast<int>(frames_.size()) && frames_[def_scope].id == def_id ? def_scope : 0;
       Value caller;
       for (auto it = a.keyword.begin(); it != a.keyword.end(); ++it) {
         if (it->first == "caller") {
@@ -269,7 +276,7 @@ class Interpreter {
           break;
         }
       }
-      return CallMacroBody(*macro, a, 0, caller);
+      return CallMacroBody(*macro, a, scope, caller);
     });
   }
 
@@ -646,7 +653,7 @@ class Interpreter {
       }
       CheckSize(out.size());
     }
-    if (next < list.size() && args.kind() == Kind::kTuple) {
+    if (next < list.size() && args.kind() != Kind::kDict) {
       Fail("not all arguments converted during string formatting" + Line(line));
     }
     return out;
@@ -685,6 +692,9 @@ class Interpreter {
       case Kind::kTuple:
         if (name == "index" || name == "count" || (obj.kind() == Kind::kList && name == "copy")) {
           return BoundMethod(obj, name);
+        }
+        if (obj.kind() == Kind::kTuple && obj.items().size() == 2 && (name == "grouper" || name == "list")) {
+          return obj.items()[name == "grouper" ? 0 : 1];  // groupby's (grouper, list) pairs
         }
         if (obj.kind() == Kind::kList && (name == "append" || name == "extend" || name == "insert" || name == "pop" ||
                                           name == "remove" || name == "reverse" || name == "sort" || name == "clear")) {
@@ -854,6 +864,7 @@ class Interpreter {
   size_t work_ = 0;
   int depth_ = 0;
   int call_depth_ = 0;
+  uint64_t frame_ids_ = 0;
 };
 
 namespace {
@@ -897,9 +908,8 @@ std::vector<std::string> PySplit(const std::string& s, const Value& sep, int64_t
         continue;
       }
       if (!in_word && maxsplit >= 0 && static_cast<int64_t>(out.size()) >= maxsplit) {
-        // The rest (with its leading whitespace stripped) is the last item.
-        std::string rest = s.substr(start);
-        out.push_back(PyStrip(rest, Value::None(), false, true));
+        // The rest, from this word on, is the last item (trailing whitespace kept).
+        out.push_back(s.substr(start));
         return out;
       }
       in_word = true;
@@ -976,8 +986,6 @@ std::string PyReplace(const std::string& s, const std::string& old, const std::s
   return out;
 }
 
-bool IsCased(uint32_t c) { return ToUpper(c) != c || ToLower(c) != c; }
-
 // Python str.title(): a cased character after an uncased one starts a word.
 std::string PyTitle(const std::string& s) {
   std::string out;
@@ -985,7 +993,11 @@ std::string PyTitle(const std::string& s) {
   bool prev_cased = false;
   while (pos < s.size()) {
     const uint32_t cp = NextCodePoint(s, &pos);
-    AppendCodePoint(prev_cased ? ToLower(cp) : ToUpper(cp), &out);
+    if (prev_cased) {
+      AppendLower(cp, &out);
+    } else {
+      AppendTitle(cp, &out);
+    }
     prev_cased = IsCased(cp);
   }
   return out;
@@ -997,7 +1009,11 @@ std::string PyCapitalize(const std::string& s) {
   bool first = true;
   while (pos < s.size()) {
     const uint32_t cp = NextCodePoint(s, &pos);
-    AppendCodePoint(first ? ToUpper(cp) : ToLower(cp), &out);
+    if (first) {
+      AppendTitle(cp, &out);
+    } else {
+      AppendLower(cp, &out);
+    }
     first = false;
   }
   return out;
@@ -1015,7 +1031,11 @@ std::string JinjaTitle(const std::string& s) {
       AppendCodePoint(cp, &out);
       word_start = true;
     } else {
-      AppendCodePoint(word_start ? ToUpper(cp) : ToLower(cp), &out);
+      if (word_start) {
+        AppendUpper(cp, &out);
+      } else {
+        AppendLower(cp, &out);
+      }
       word_start = false;
     }
   }
@@ -1292,6 +1312,7 @@ Value Interpreter::Attribute(const Value& item, const std::string& path, int lin
 Value Interpreter::EvalFilterChain(const Expr& e, const Value& block_input) {
   // e is a kFilter whose args[0] is the subject: another filter, an
   // expression, or null for {% filter %} / {% set %} blocks.
+  DepthGuard guard(this);
   Value subject;
   if (!e.args[0]) {
     subject = block_input;
@@ -1431,7 +1452,6 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     return MakeStr(std::move(out));
   }
   if (name == "replace") {
-    need_defined(v);
     return MakeStr(PyReplace(v.Str(), a.Get(0, "old").Str(), a.Get(1, "new").Str(),
                              IntArg(a.Get(2, "count"), -1, "replace"), *this));
   }
@@ -1578,8 +1598,42 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     }
     return MakeList(std::move(out), Kind::kIterator);
   }
-  if (name == "attribute") return Attribute(v, a.Get(0, "name").Str(), line);
+  if (name == "attr") {
+    // Python attributes only (methods, namespace and loop fields), not items.
+    const std::string attr = a.Get(0, "name").Str();
+    if (v.kind() == Kind::kDict) return GetAttr(Value::Dict(std::make_shared<DictData>()), attr, line);
+    if (v.is_undefined()) return Value::Undefined(UndefinedMessage(v));
+    return GetAttr(v, attr, line);
+  }
+  if (name == "groupby") {
+    const std::string attr = a.Get(0, "attribute").Str();
+    const Value dflt = a.Get(1, "default");
+    const bool cs = a.Get(2, "case_sensitive").Truthy();
+    auto key_of = [&](const Value& x) {
+      Value k = Attribute(x, attr, line);
+      if (k.is_undefined() && !dflt.is_undefined()) k = dflt;
+      return k;
+    };
+    std::vector<Value> items = Iterate(v);
+    SortValues(items, [&](const Value& x) { return SortKey(key_of(x), cs); }, false);
+    std::vector<Value> groups;
+    std::vector<Value> cur;
+    Value cur_key;
+    for (const auto& x : items) {
+      Step();
+      const Value k = SortKey(key_of(x), cs);
+      if (!cur.empty() && !Equals(k, cur_key)) {
+        groups.push_back(Value::List({key_of(cur[0]), MakeList(std::move(cur))}, Kind::kTuple));
+        cur.clear();
+      }
+      cur_key = k;
+      cur.push_back(x);
+    }
+    if (!cur.empty()) groups.push_back(Value::List({key_of(cur[0]), MakeList(std::move(cur))}, Kind::kTuple));
+    return MakeList(std::move(groups));
+  }
   if (name == "int") {
+    need_defined(v);
     const Value dflt = a.Has(0, "default") ? a.Get(0, "default") : Value::Int(0);
     const int64_t base = IntArg(a.Get(1, "base"), 10, "int");
     switch (v.kind()) {
@@ -1618,6 +1672,7 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     }
   }
   if (name == "float") {
+    need_defined(v);
     const Value dflt = a.Has(0, "default") ? a.Get(0, "default") : Value::Float(0.0);
     if (v.is_number()) return Value::Float(v.number());
     if (v.is_string()) {
@@ -1642,12 +1697,20 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     const Value method_v = a.Get(1, "method");
     const std::string method = method_v.is_undefined() ? "common" : method_v.Str();
     const double x = v.number();
-    if (method == "common") return Value::Float(PyRound(x, precision));
+    if (method == "common") {
+      // Python's round(int, n) stays an int (n ≥ 0 leaves it unchanged).
+      if (v.kind() != Kind::kFloat && precision >= 0) return Value::Int(v.integer());
+      if (v.kind() != Kind::kFloat) return Value::Int(static_cast<int64_t>(PyRound(x, precision)));
+      return Value::Float(PyRound(x, precision));
+    }
     if (method != "ceil" && method != "floor") Fail("method must be common, ceil or floor" + at);
     const double p = std::pow(10.0, static_cast<double>(precision));
     return Value::Float((method == "ceil" ? std::ceil(x * p) : std::floor(x * p)) / p);
   }
   if (name == "indent") {
+    need_defined(v);
+    // jinja2 appends "\n" to the value: anything but a string is a TypeError.
+    if (!v.is_string()) Fail(std::string("indent: expected a string, not ") + v.TypeName() + at);
     const Value width_v = a.Get(0, "width");
     std::string indention;
     if (width_v.is_string()) {
@@ -1681,7 +1744,6 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     return MakeStr(PyPad(v.Str(), IntArg(a.Get(0, "width"), 80, "center"), " ", 'c'));
   }
   if (name == "format") {
-    need_defined(v);
     if (!a.keyword.empty()) FailUnsupported("keyword arguments of the format filter" + at);
     return MakeStr(PercentFormat(v.Str(), Value::List(a.positional, Kind::kTuple), line));
   }
@@ -1719,7 +1781,7 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     size_t pos = 0;
     while (pos < s.size()) {
       const uint32_t c = NextCodePoint(s, &pos);
-      const bool w = IsAlpha(c) || IsDigit(c) || c == '_' || (c >= 0x80 && !IsPyWhitespace(c));
+      const bool w = IsAlpha(c) || IsDigit(c) || c == '_';  // Python's \w
       if (w && !in_word) ++n;
       in_word = w;
     }
@@ -1745,6 +1807,7 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
     }
     return MakeList(std::move(out), Kind::kIterator);
   }
+  if (!IsJinjaFilterName(name)) Fail("No filter named '" + name + "'." + at);
   FailUnsupported("the '" + name + "' filter" + at);
 }
 
@@ -1769,7 +1832,7 @@ bool Interpreter::ApplyTest(const std::string& name, const Value& v, CallArgs& a
   if (name == "iterable") {
     return v.is_undefined() || v.is_string() || v.is_sequence_like() || v.kind() == Kind::kDict;
   }
-  if (name == "callable") return v.kind() == Kind::kCallable;
+  if (name == "callable") return v.kind() == Kind::kCallable || v.is_undefined();
   if (name == "escaped") return false;
   if (name == "sameas") {
     if (v.kind() != arg.kind()) return false;
@@ -1788,8 +1851,17 @@ bool Interpreter::ApplyTest(const std::string& name, const Value& v, CallArgs& a
     }
   }
   if (name == "lower" || name == "upper") {
+    // Python str.islower()/isupper(): some cased letter, none of the other case.
     const std::string s = v.Str();
-    return name == "lower" ? Lower(s) == s : Upper(s) == s;
+    bool any_cased = false;
+    size_t pos = 0;
+    while (pos < s.size()) {
+      const uint32_t c = NextCodePoint(s, &pos);
+      if (!IsCased(c)) continue;
+      any_cased = true;
+      if (name == "lower" ? ToLower(c) != c : ToUpper(c) != c) return false;
+    }
+    return any_cased;
   }
   if (name == "odd" || name == "even" || name == "divisibleby") {
     if (v.is_undefined()) Fail(UndefinedMessage(v) + at);
@@ -1812,6 +1884,7 @@ bool Interpreter::ApplyTest(const std::string& name, const Value& v, CallArgs& a
   if (name == "<=" || name == "le") return Compare("<=", v, arg, line);
   if (name == "filter") return v.is_string() && IsJinjaFilterName(v.string());
   if (name == "test") return v.is_string() && IsJinjaTestName(v.string());
+  if (!IsJinjaTestName(name)) Fail("No test named '" + name + "'." + at);
   FailUnsupported("the '" + name + "' test" + at);
 }
 

@@ -532,6 +532,24 @@ bool IsPyWhitespace(uint32_t cp) {
          cp == 0x205f || cp == 0x3000;
 }
 
+namespace {
+
+// Latin Extended-B: the titlecase digraph triples (upper, title, lower) and
+// the ranges where upper/lower letters alternate.
+bool IsDigraph(uint32_t c) { return (c >= 0x1c4 && c <= 0x1cc) || (c >= 0x1f1 && c <= 0x1f3); }
+uint32_t DigraphBase(uint32_t c) { return c >= 0x1f1 ? 0x1f1 : 0x1c4 + (c - 0x1c4) / 3 * 3; }
+// Whether c lies in an alternating range whose upper-case letters are odd.
+int LatinBPairParity(uint32_t c) {
+  if (c >= 0x1cd && c <= 0x1dc) return 1;
+  if ((c >= 0x1de && c <= 0x1ef) || c == 0x1f4 || c == 0x1f5 || (c >= 0x1f8 && c <= 0x21f) ||
+      (c >= 0x222 && c <= 0x233)) {
+    return 0;
+  }
+  return -1;
+}
+
+}  // namespace
+
 uint32_t ToUpper(uint32_t c) {
   if (c < 0x80) return c >= 'a' && c <= 'z' ? c - 32 : c;
   if (c >= 0xe0 && c <= 0xfe && c != 0xf7) return c - 32;
@@ -543,6 +561,10 @@ uint32_t ToUpper(uint32_t c) {
     if (c == 0x131) return 'I';
     if (c == 0x17f) return 'S';
     return c;
+  }
+  if (IsDigraph(c)) return DigraphBase(c);
+  if (const int parity = LatinBPairParity(c); parity >= 0) {
+    return (c & 1) == static_cast<uint32_t>(parity) ? c : c - 1;
   }
   if (c >= 0x3b1 && c <= 0x3c9) return c == 0x3c2 ? 0x3a3 : c - 32;
   if (c == 0x3ac) return 0x386;
@@ -565,6 +587,10 @@ uint32_t ToLower(uint32_t c) {
     if (((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e)) && (c & 1)) return c + 1;
     return c;
   }
+  if (IsDigraph(c)) return DigraphBase(c) + 2;
+  if (const int parity = LatinBPairParity(c); parity >= 0) {
+    return (c & 1) == static_cast<uint32_t>(parity) ? c + 1 : c;
+  }
   if (c >= 0x391 && c <= 0x3a9 && c != 0x3a2) return c + 32;
   if (c == 0x386) return 0x3ac;
   if (c >= 0x388 && c <= 0x38a) return c + 37;
@@ -577,10 +603,43 @@ uint32_t ToLower(uint32_t c) {
   return c;
 }
 
+bool IsCased(uint32_t c) { return ToUpper(c) != c || ToLower(c) != c || c == 0xdf || IsDigraph(c); }
+
+void AppendUpper(uint32_t c, std::string* out) {
+  if (c == 0xdf) {
+    *out += "SS";
+    return;
+  }
+  AppendCodePoint(ToUpper(c), out);
+}
+
+void AppendLower(uint32_t c, std::string* out) {
+  if (c == 0x130) {
+    *out += "i\xcc\x87";  // i + COMBINING DOT ABOVE
+    return;
+  }
+  AppendCodePoint(ToLower(c), out);
+}
+
+void AppendTitle(uint32_t c, std::string* out) {
+  if (c == 0xdf) {
+    *out += "Ss";
+    return;
+  }
+  if (IsDigraph(c)) {
+    AppendCodePoint(DigraphBase(c) + 1, out);
+    return;
+  }
+  AppendCodePoint(ToUpper(c), out);
+}
+
 bool IsAlpha(uint32_t c) {
   if (c < 0x80) return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-  return ToUpper(c) != c || ToLower(c) != c || c == 0xdf || (c >= 0x3040 && c <= 0x9fff) ||
-         (c >= 0xac00 && c <= 0xd7a3);
+  // Letters of the common scripts (Python's str.isalpha covers all of Unicode's L*).
+  return IsCased(c) || (c >= 0xc0 && c <= 0x24f && c != 0xd7 && c != 0xf7) || (c >= 0x370 && c <= 0x52f && c != 0x37e && c != 0x387) ||
+         (c >= 0x5d0 && c <= 0x5ea) || (c >= 0x620 && c <= 0x64a) || (c >= 0x904 && c <= 0x939) ||
+         (c >= 0xe01 && c <= 0xe30) || (c >= 0x3041 && c <= 0x3096) || (c >= 0x30a1 && c <= 0x30fa) ||
+         (c >= 0x3400 && c <= 0x4dbf) || (c >= 0x4e00 && c <= 0x9fff) || (c >= 0xac00 && c <= 0xd7a3);
 }
 
 bool IsDigit(uint32_t c) { return c >= '0' && c <= '9'; }
@@ -589,7 +648,7 @@ std::string Upper(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   size_t pos = 0;
-  while (pos < s.size()) AppendCodePoint(ToUpper(NextCodePoint(s, &pos)), &out);
+  while (pos < s.size()) AppendUpper(NextCodePoint(s, &pos), &out);
   return out;
 }
 
@@ -597,7 +656,19 @@ std::string Lower(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   size_t pos = 0;
-  while (pos < s.size()) AppendCodePoint(ToLower(NextCodePoint(s, &pos)), &out);
+  uint32_t prev = 0;
+  while (pos < s.size()) {
+    const uint32_t c = NextCodePoint(s, &pos);
+    if (c == 0x3a3) {
+      // Final sigma: after a cased letter and not before one.
+      size_t p = pos;
+      const uint32_t next = pos < s.size() ? NextCodePoint(s, &p) : 0;
+      AppendCodePoint(IsCased(prev) && !IsCased(next) ? 0x3c2 : 0x3c3, &out);
+    } else {
+      AppendLower(c, &out);
+    }
+    prev = c;
+  }
   return out;
 }
 

@@ -162,9 +162,16 @@ std::string FromCodePoints(const uint32_t* cps, size_t n);
 size_t CodePointCount(std::string_view s);
 // Python str.isspace() for one code point.
 bool IsPyWhitespace(uint32_t cp);
-// Simple case mappings (ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic).
+// Case mappings for Latin (ASCII, Latin-1, Extended-A and -B), Greek,
+// Cyrillic and fullwidth Latin, with Python's special cases there (ß → SS,
+// İ → i̇, titlecase digraphs, final sigma); other scripts are left as they
+// are. ToUpper/ToLower are the one-code-point simple mappings.
 uint32_t ToUpper(uint32_t cp);
 uint32_t ToLower(uint32_t cp);
+bool IsCased(uint32_t cp);
+void AppendUpper(uint32_t cp, std::string* out);
+void AppendLower(uint32_t cp, std::string* out);
+void AppendTitle(uint32_t cp, std::string* out);
 bool IsAlpha(uint32_t cp);
 bool IsDigit(uint32_t cp);
 std::string Upper(std::string_view s);

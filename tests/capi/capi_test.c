@@ -409,6 +409,54 @@ static void TestSessionFiles(const kvedge_model* model) {
   remove(junk);
 }
 
+static void TestChatTemplate(const kvedge_model* model) {
+  static const char kMessages[] = "[{\"role\": \"user\", \"content\": \"H\u00e9llo\"}]";
+  static const char kChatMl[] = "<|im_start|>user\nH\xc3\xa9llo<|im_end|>\n<|im_start|>assistant\n";
+  char buf[256];
+  size_t len = 0;
+  /* The model has no chat template: ChatML. Size first, then the text. */
+  CHECK(kvedge_chat_template_render(model, NULL, kMessages, 1, NULL, NULL, NULL, 0, &len) == KVEDGE_BUFFER_TOO_SMALL);
+  CHECK(len == strlen(kChatMl));
+  CHECK(kvedge_chat_template_render(model, NULL, kMessages, 1, NULL, NULL, buf, len, &len) == KVEDGE_BUFFER_TOO_SMALL);
+  CHECK(kvedge_chat_template_render(model, NULL, kMessages, 1, NULL, NULL, buf, sizeof(buf), &len) == KVEDGE_OK);
+  CHECK(strcmp(buf, kChatMl) == 0);
+  /* A template of the caller's, the model's bos/eos unless given. */
+  CHECK(kvedge_chat_template_render(NULL, "{{ bos_token }}{{ messages[0].content|upper }}{{ eos_token }}", kMessages,
+                                    0, "<s>", "</s>", buf, sizeof(buf), &len) == KVEDGE_OK);
+  CHECK(strcmp(buf, "<s>H\xc3\x89LLO</s>") == 0);
+  /* raise_exception carries the template's message. */
+  CHECK(kvedge_chat_template_render(NULL, "{{ raise_exception('Roles must alternate') }}", kMessages, 0, NULL, NULL,
+                                    buf, sizeof(buf), &len) == KVEDGE_INVALID_ARGUMENT);
+  CHECK(strcmp(kvedge_last_error(), "kvedge_chat_template_render: Roles must alternate") == 0);
+  CHECK(kvedge_chat_template_render(NULL, "{% for %}", kMessages, 0, NULL, NULL, buf, sizeof(buf), &len) ==
+        KVEDGE_INVALID_ARGUMENT);
+  CHECK(kvedge_chat_template_render(NULL, "{% include 'x' %}", kMessages, 0, NULL, NULL, buf, sizeof(buf), &len) ==
+        KVEDGE_UNSUPPORTED);
+  CHECK(kvedge_chat_template_render(NULL, "{{ 'x' * 1000000000 }}", kMessages, 0, NULL, NULL, buf, sizeof(buf),
+                                    &len) == KVEDGE_OUT_OF_BUDGET);
+  CHECK(kvedge_chat_template_render(NULL, "x", "[{", 0, NULL, NULL, buf, sizeof(buf), &len) == KVEDGE_INVALID_ARGUMENT);
+  CHECK(ErrorMentions("messages JSON"));
+  CHECK(kvedge_chat_template_render(NULL, NULL, kMessages, 0, NULL, NULL, buf, sizeof(buf), &len) ==
+        KVEDGE_INVALID_ARGUMENT);
+  CHECK(kvedge_chat_template_render(model, NULL, NULL, 0, NULL, NULL, buf, sizeof(buf), &len) == KVEDGE_INVALID_ARGUMENT);
+  CHECK(kvedge_chat_template_render(model, NULL, kMessages, 0, NULL, NULL, NULL, 4, &len) == KVEDGE_INVALID_ARGUMENT);
+}
+
+/* A GGUF model's vocabulary gives bos_token/eos_token. */
+static void TestChatTemplateGguf(const char* shared) {
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/models/stories260K_llamacpp.gguf", shared);
+  kvedge_model* model = NULL;
+  CHECK(kvedge_model_load(path, NULL, &model) == KVEDGE_OK);
+  if (model == NULL) return;
+  char buf[64];
+  size_t len = 0;
+  CHECK(kvedge_chat_template_render(model, "{{ bos_token }}|{{ eos_token }}", "[]", 0, NULL, NULL, buf, sizeof(buf),
+                                    &len) == KVEDGE_OK);
+  CHECK(strcmp(buf, "<s>|</s>") == 0);
+  kvedge_model_free(model);
+}
+
 int main(void) {
   const char* shared = getenv("KVEDGE_SHARED");
   if (shared == NULL || shared[0] == '\0') shared = KVEDGE_SHARED_DIR_DEFAULT;
@@ -427,8 +475,10 @@ int main(void) {
     TestSessionErrors(model);
     TestBadConfigs(model);
     TestSessionFiles(model);
+    TestChatTemplate(model);
     kvedge_model_free(model);
   }
+  TestChatTemplateGguf(shared);
   TestModelOutlivedBySession();
   printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 && g_passed > 0 ? 0 : 1;
