@@ -216,27 +216,26 @@ StatusOr<TurnStats> Conversation::GenerateReply(int64_t max_tokens, const std::a
   const std::string_view suffix = std::string_view(rendered).substr(fed_text_.size());
   KVEDGE_ASSIGN_OR_RETURN(std::vector<int> ids, Tokenize(suffix, session_->tokens_fed() == 0));
   stats.prompt_tokens = static_cast<int64_t>(ids.size());
-  reply_ids_.clear();
-  if (max_tokens >= 0) reply_ids_.reserve(static_cast<size_t>(max_tokens));
   GenerationRequest request;
   request.prompt = ids.data();
   request.prompt_len = ids.size();
   request.prev_token = session_->history().last();
   request.max_tokens = max_tokens;
   request.cancel = cancel;
-  request.generated = &reply_ids_;
   std::string reply;
   const GenerationResult result = generator_.Run(*session_, sampler_, request, [&](std::string_view text) {
     reply.append(text);
     return sink(text);
   });
   if (result.last_token < 0 && !ids.empty()) return result.status;  // the prompt was refused: nothing fed
+  // What the template will render for what was fed: the reply as shown
+  // (whole characters, invalid bytes as U+FFFD — the message holds the same)
+  // and the end-of-turn text when the model wrote it. Bytes a token carried
+  // past the stop string, or a sink that stopped with bytes held, make the
+  // next rendering differ: that turn is fed again from empty.
   fed_text_.append(suffix);
-  int prev = ids.empty() ? request.prev_token : ids.back();
-  for (int id : reply_ids_) {
-    fed_text_.append(tokenizer_->DecodePiece(prev, id));
-    prev = id;
-  }
+  fed_text_.append(reply);
+  if (result.reason == StopReason::kStopString) fed_text_.append(end_of_turn_);
   messages_.push_back({"assistant", std::move(reply)});
   stats.reply_tokens = result.tokens;
   stats.reason = result.reason;

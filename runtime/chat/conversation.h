@@ -97,8 +97,7 @@ class Conversation {
   std::string end_of_turn_;
   Generator generator_;
   std::vector<ChatMessage> messages_;
-  std::string fed_text_;      // the text of every token fed, decoded: a prefix of the next rendering
-  std::vector<int> reply_ids_;  // scratch for the ids a reply feeds
+  std::string fed_text_;  // what the template renders for the tokens fed: a prefix of the next rendering
 };
 
 }  // namespace kvedge::chat

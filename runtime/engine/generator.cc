@@ -187,7 +187,6 @@ GenerationResult Generator::Run(Session& session, Sampler& sampler, const Genera
     }
     ++result.tokens;
     result.last_token = next;
-    if (request.generated != nullptr) request.generated->push_back(next);
     const TextStream::Result pushed = text_.Push(tokenizer_->DecodePiece(prev, next), sink);
     prev = next;
     if (pushed == TextStream::Result::kStop) {

@@ -87,10 +87,6 @@ struct GenerationRequest {
   int prev_token = -1;          // with an empty prompt: the last token fed (for the first piece)
   int64_t max_tokens = -1;      // < 0: no limit
   const std::atomic<bool>* cancel = nullptr;  // checked before every token (Ctrl-C, a client gone)
-  // If set, receives every generated token fed (what a conversation needs to
-  // know exactly what the cache saw). Reserve it first to keep the loop
-  // allocation-free.
-  std::vector<int>* generated = nullptr;
 };
 
 struct GenerationResult {

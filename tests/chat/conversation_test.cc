@@ -172,5 +172,35 @@ TEST_F(ConversationTest, RefusesInvalidUtf8AndEmptyRoles) {
   EXPECT_EQ(c->messages().size(), 1u);
 }
 
+// A real byte-level vocabulary with random weights: replies full of broken
+// UTF-8 (shown as U+FFFD) still leave the next rendering a continuation of
+// what was fed, so no turn feeds the chat again.
+TEST(ConversationBytesTest, BrokenUtf8RepliesDoNotForceARefeed) {
+  auto model = LoadModel(testing::SharedPath("conformance/architectures/llama-linear.gguf"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto tok = LoadTokenizer(**model);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  SessionOptions o;
+  o.kv.capacity = 256;
+  auto s = Session::Create(**model, o);
+  ASSERT_TRUE(s.ok());
+  SamplerOptions so;
+  so.seed = 1;
+  auto sampler = Sampler::Create(so, (*model)->config.vocab_size);
+  ConversationOptions co;
+  co.template_source = kChatMlTemplate;
+  auto c = Conversation::Create(**tok, std::move(*s), std::move(*sampler), std::move(co));
+  ASSERT_TRUE(c.ok());
+  bool replaced = false;
+  for (const char* user : {"Hello there", "How are you?", "Tell me more."}) {
+    ASSERT_TRUE((*c)->AddMessage("user", user).ok());
+    auto t = (*c)->GenerateReply(12, nullptr, [](std::string_view) { return true; });
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_FALSE(t->refed) << "turn " << user;
+    replaced = replaced || (*c)->messages().back().content.find("\xEF\xBF\xBD") != std::string::npos;
+  }
+  EXPECT_TRUE(replaced) << "the random model wrote only valid UTF-8: the test no longer tests the replacement";
+}
+
 }  // namespace
 }  // namespace kvedge::chat
