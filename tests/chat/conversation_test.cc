@@ -159,6 +159,18 @@ TEST_F(ConversationTest, SaveLoadContinuesAsIfNeverStopped) {
   EXPECT_NE(s.message().find("another state"), std::string::npos) << s.ToString();
   EXPECT_EQ(third->session().tokens_fed(), 0u);
   EXPECT_EQ(New(96)->Load(std::string(dir) + "/missing.kvs").code(), StatusCode::kNotFound);
+  // Hostile conversation files: refused by name, nothing restored.
+  for (const char* junk : {"", "[]", "{\"kvedge_conversation\": 1}", "{\"kvedge_conversation\": 2}",
+                           "{\"kvedge_conversation\": 1, \"tokens_fed\": 1, \"history_hash\": 2, "
+                           "\"fed_text_hex\": \"zz\", \"messages\": []}",
+                           "{\"kvedge_conversation\": 1, \"tokens_fed\": 1, \"history_hash\": 2, "
+                           "\"fed_text_hex\": \"\", \"messages\": [{\"role\": 3}]}"}) {
+    std::ofstream(path + ".chat", std::ios::binary | std::ios::trunc) << junk;
+    auto fresh = New(96);
+    const Status bad = fresh->Load(path);
+    EXPECT_EQ(bad.code(), StatusCode::kDataLoss) << junk << ": " << bad.ToString();
+    EXPECT_EQ(fresh->session().tokens_fed(), 0u) << junk;
+  }
   std::remove((path + ".other").c_str());
   std::remove((path + ".chat").c_str());
   std::remove(path.c_str());

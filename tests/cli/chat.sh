@@ -39,9 +39,10 @@ echo "ok: /reset"
 # --session: two runs of one turn each continue exactly as one run of two (sampled, seeded).
 printf 'Once upon a time\nWhat did the cat do?\n' |
   "$@" chat "${model_args[@]}" --seed 7 -n 24 >"$dir/straight" 2>"$dir/err" || fail "exit $?: $(cat "$dir/err")"
-printf 'Once upon a time\n' | "$@" chat "${model_args[@]}" --seed 7 -n 24 --session "$dir/s.kvs" \
+printf 'Once upon a time\n/save\n' | "$@" chat "${model_args[@]}" --seed 7 -n 24 --session "$dir/s.kvs" \
   >"$dir/a" 2>"$dir/err" || fail "exit $?: $(cat "$dir/err")"
 [[ -f $dir/s.kvs && -f $dir/s.kvs.chat ]] || fail "no session files: $(cat "$dir/err")"
+[[ $(grep -c "saved '" "$dir/err") -eq 2 ]] || fail "/save and exit did not both save: $(cat "$dir/err")"
 printf 'What did the cat do?\n' | "$@" chat "${model_args[@]}" --seed 99 -n 24 --session "$dir/s.kvs" \
   >"$dir/b" 2>"$dir/err" || fail "exit $?: $(cat "$dir/err")"
 grep -q "continuing" "$dir/err" || fail "the session was not restored: $(cat "$dir/err")"
