@@ -22,6 +22,8 @@ set(_kvedge_external_deps
   "TBB::tbb|TBB CONFIG|tbb"
   "mimalloc|mimalloc CONFIG|-lmimalloc"
   "Threads::Threads|Threads|-pthread")
+# Header-only libraries: needed to compile kvedge, never by its consumers.
+set(_kvedge_header_only_deps nlohmann_json::nlohmann_json)
 
 # _kvedge_link_closure(target): appends to _kvedge_internal the project's
 # static libraries `target` links (itself included), and to _kvedge_external
@@ -33,7 +35,7 @@ function(_kvedge_link_closure target)
   list(APPEND _kvedge_internal ${target})
   get_target_property(_links ${target} LINK_LIBRARIES)
   foreach(_item IN LISTS _links)
-    if(NOT TARGET ${_item})
+    if(NOT TARGET ${_item} OR _item IN_LIST _kvedge_header_only_deps)
       continue()
     endif()
     get_target_property(_imported ${_item} IMPORTED)

@@ -350,6 +350,60 @@ KVEDGE_API kvedge_status kvedge_chat_template_render(const kvedge_model* model, 
                                           const char* bos_token, const char* eos_token, char* out,
                                           size_t capacity, size_t* out_len);
 
+/* ------------------------------------------------------------------------
+ * Chat turns
+ * ------------------------------------------------------------------------ */
+
+/* A conversation on its own session: messages rendered through a chat
+ * template; each reply feeds the cache only the text it has not seen yet.
+ * Owns its session; holds a counted reference to the model. One thread at a
+ * time per chat; different chats may run on different threads at once. */
+typedef struct kvedge_chat kvedge_chat;
+
+/* Creates a chat. `config`: as kvedge_session_create (NULL: defaults).
+ * `system_prompt` (NULL or "": none) stays the first message across
+ * kvedge_chat_reset. `template_source` (NULL: the model's chat template, or
+ * ChatML when it has none). The template's end-of-turn text (what it writes
+ * after an assistant message) stops replies, as do end-of-generation ids.
+ * Errors: INVALID_ARGUMENT (NULL model/out, a bad config, a template that
+ * cannot render a user/assistant exchange, invalid UTF-8), as
+ * kvedge_session_create otherwise. */
+KVEDGE_API kvedge_status kvedge_chat_create(const kvedge_model* model, const kvedge_session_config* config,
+                                 const char* system_prompt, const char* template_source, kvedge_chat** out);
+KVEDGE_API void kvedge_chat_free(kvedge_chat* chat);
+
+/* Appends a message ("user", or any role the template accepts); nothing is
+ * fed until kvedge_chat_generate_reply. Errors: INVALID_ARGUMENT (NULL, an
+ * empty role, invalid UTF-8). */
+KVEDGE_API kvedge_status kvedge_chat_add_message(kvedge_chat* chat, const char* role, const char* content);
+
+/* Renders the chat with the assistant's turn opened, feeds what the cache has
+ * not seen, and generates up to max_tokens (>= 0) tokens, passing text (whole
+ * UTF-8 characters) to `callback` (may be NULL; a non-zero return stops). The
+ * reply is appended as an "assistant" message. *n_generated (may be NULL)
+ * receives the tokens generated. Errors: INVALID_ARGUMENT (NULL, a negative
+ * max_tokens, a template error: nothing fed), CONTEXT_FULL (a "full" cache
+ * filled up; the reply so far is kept). */
+KVEDGE_API kvedge_status kvedge_chat_generate_reply(kvedge_chat* chat, int32_t max_tokens, kvedge_piece_callback callback,
+                                         void* user, int32_t* n_generated);
+
+/* Forgets every message but the system prompt and empties the cache. */
+KVEDGE_API kvedge_status kvedge_chat_reset(kvedge_chat* chat);
+
+/* The number of messages, and message i's role and content (NUL-terminated,
+ * valid until the chat changes). Errors: INVALID_ARGUMENT (NULL, i out of range). */
+KVEDGE_API kvedge_status kvedge_chat_message_count(const kvedge_chat* chat, size_t* count);
+KVEDGE_API kvedge_status kvedge_chat_message(const kvedge_chat* chat, size_t i, const char** role, const char** content);
+
+/* Memory and counters of the chat's session, as kvedge_session_stats_sized. */
+KVEDGE_API kvedge_status kvedge_chat_stats_sized(const kvedge_chat* chat, kvedge_stats* stats);
+
+/* Fills *stats (kvedge_chat_stats_sized with stats->size = sizeof *stats). */
+static inline kvedge_status kvedge_chat_stats(const kvedge_chat* chat, kvedge_stats* stats) {
+  if (stats != NULL) stats->size = sizeof(*stats);
+  return kvedge_chat_stats_sized(chat, stats);
+}
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

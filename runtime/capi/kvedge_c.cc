@@ -24,6 +24,7 @@
 #include "runtime/chat/session_file.h"
 #include "runtime/engine/generator.h"
 #include "runtime/chat/chat_template.h"
+#include "runtime/chat/conversation.h"
 #include "runtime/chat/gguf_chat_template.h"
 #include "runtime/engine/sampler.h"
 #include "runtime/engine/session.h"
@@ -53,6 +54,12 @@ struct kvedge_session {
   kvedge::Sampler sampler;
   kvedge::Generator generator;  // kvedge_session_generate's loop, buffers reserved here
   int last_token = -1;
+};
+
+// One conversation (runtime/chat/conversation.h); used by one thread at a time.
+struct kvedge_chat {
+  const kvedge_model* model;  // a counted reference
+  std::unique_ptr<kvedge::chat::Conversation> conversation;
 };
 
 namespace kvedge {
@@ -472,13 +479,14 @@ const kvedge_model* kvedge_session_model(const kvedge_session* session) {
   return session != nullptr ? session->model : nullptr;
 }
 
-kvedge_status kvedge_session_stats_sized(const kvedge_session* session, kvedge_stats* stats) {
-  if (session == nullptr) return NullArgument(__func__, "session");
-  if (stats == nullptr) return NullArgument(__func__, "stats");
-  const kvedge_status sized = kvedge::CheckSize(stats->size, kvedge::kStatsSizeAbi0, __func__, "stats->size");
+namespace kvedge {
+namespace {
+// Fills the caller's kvedge_stats (as many fields as its size says) from a session.
+kvedge_status FillStats(const Session& session, kvedge_stats* stats, const char* function) {
+  const kvedge_status sized = CheckSize(stats->size, kStatsSizeAbi0, function, "stats->size");
   if (sized != KVEDGE_OK) return sized;
-  const kvedge::KvCache& cache = session->session->cache();
-  const kvedge::KvCacheStats s = cache.Stats();
+  const KvCache& cache = session.cache();
+  const KvCacheStats s = cache.Stats();
   kvedge_stats full{};
   full.size = sizeof(full);
   full.tokens_seen = s.tokens_seen;
@@ -488,11 +496,19 @@ kvedge_status kvedge_session_stats_sized(const kvedge_session* session, kvedge_s
   full.arena_bytes = s.arena_bytes;
   full.held_bytes = s.held_bytes;
   full.f16_full_bytes = s.f16_full_bytes;
-  full.reserved_bytes = session->session->reserved_bytes();
+  full.reserved_bytes = session.reserved_bytes();
   full.compression =
       s.held_bytes > 0 ? static_cast<double>(s.f16_full_bytes) / static_cast<double>(s.held_bytes) : 0.0;
-  kvedge::CopySized(full, stats);
+  CopySized(full, stats);
   return KVEDGE_OK;
+}
+}  // namespace
+}  // namespace kvedge
+
+kvedge_status kvedge_session_stats_sized(const kvedge_session* session, kvedge_stats* stats) {
+  if (session == nullptr) return NullArgument(__func__, "session");
+  if (stats == nullptr) return NullArgument(__func__, "stats");
+  return kvedge::FillStats(*session->session, stats, __func__);
 }
 
 kvedge_status kvedge_session_generate(kvedge_session* session, int32_t max_tokens, kvedge_piece_callback callback,
@@ -580,4 +596,114 @@ kvedge_status kvedge_chat_template_render(const kvedge_model* model, const char*
     out[text->size()] = '\0';
     return KVEDGE_OK;
   });
+}
+
+kvedge_status kvedge_chat_create(const kvedge_model* model, const kvedge_session_config* config,
+                                 const char* system_prompt, const char* template_source, kvedge_chat** out) {
+  const char* const fn = __func__;  // __func__ inside a lambda names the lambda
+  if (model == nullptr) return NullArgument(fn, "model");
+  if (out == nullptr) return NullArgument(fn, "out");
+  return Guarded(fn, [&] {
+    kvedge_session_config defaults;
+    if (config == nullptr) {
+      kvedge_session_config_init(&defaults);
+      config = &defaults;
+    }
+    kvedge::SessionOptions options;
+    kvedge::SamplerOptions sampler_options;
+    const kvedge::Status parsed = kvedge::ToOptions(*model, *config, &options, &sampler_options);
+    if (!parsed.ok()) return Fail(parsed, fn);
+    auto sampler = kvedge::Sampler::Create(sampler_options, model->weights->config.vocab_size);
+    if (!sampler.ok()) return Fail(sampler.status(), fn);
+    auto session = kvedge::Session::Create(*model->weights, options);
+    if (!session.ok()) return Fail(session.status(), fn);
+    kvedge::chat::ConversationOptions co;
+    co.template_source = template_source != nullptr ? template_source : model->chat.source;
+    co.bos_token = model->chat.bos_token;
+    co.eos_token = model->chat.eos_token;
+    if (system_prompt != nullptr) co.system_prompt = system_prompt;
+    auto conversation = kvedge::chat::Conversation::Create(*model->tokenizer, std::move(session).value(),
+                                                           std::move(sampler).value(), std::move(co));
+    if (!conversation.ok()) return Fail(conversation.status(), fn);
+    auto handle = std::make_unique<kvedge_chat>();
+    handle->model = model;
+    handle->conversation = std::move(conversation).value();
+    model->references.fetch_add(1, std::memory_order_relaxed);
+    *out = handle.release();
+    return KVEDGE_OK;
+  });
+}
+
+void kvedge_chat_free(kvedge_chat* chat) {
+  if (chat == nullptr) return;
+  const kvedge_model* model = chat->model;
+  delete chat;  // the session borrows the model's weights: release them after
+  kvedge::Release(model);
+}
+
+kvedge_status kvedge_chat_add_message(kvedge_chat* chat, const char* role, const char* content) {
+  const char* const fn = __func__;
+  if (chat == nullptr) return NullArgument(fn, "chat");
+  if (role == nullptr) return NullArgument(fn, "role");
+  if (content == nullptr) return NullArgument(fn, "content");
+  return Guarded(fn, [&] {
+    const kvedge::Status s = chat->conversation->AddMessage(role, content);
+    return s.ok() ? KVEDGE_OK : Fail(s, fn);
+  });
+}
+
+kvedge_status kvedge_chat_generate_reply(kvedge_chat* chat, int32_t max_tokens, kvedge_piece_callback callback,
+                                         void* user, int32_t* n_generated) {
+  const char* const fn = __func__;
+  if (n_generated != nullptr) *n_generated = 0;
+  if (chat == nullptr) return NullArgument(fn, "chat");
+  return Guarded(fn, [&] {
+    if (max_tokens < 0) {
+      return Fail(KVEDGE_INVALID_ARGUMENT, fn, "max_tokens is " + std::to_string(max_tokens) + " (expected >= 0)");
+    }
+    auto turn = chat->conversation->GenerateReply(max_tokens, nullptr, [&](std::string_view text) {
+      return callback == nullptr || callback(text.data(), text.size(), user) == 0;
+    });
+    if (turn.ok()) {
+      if (n_generated != nullptr) *n_generated = static_cast<int32_t>(turn->reply_tokens);
+      return KVEDGE_OK;
+    }
+    return turn.status().code() == kvedge::StatusCode::kResourceExhausted
+               ? Fail(KVEDGE_CONTEXT_FULL, fn, turn.status().message())
+               : Fail(turn.status(), fn);
+  });
+}
+
+kvedge_status kvedge_chat_reset(kvedge_chat* chat) {
+  if (chat == nullptr) return NullArgument(__func__, "chat");
+  chat->conversation->Reset();
+  return KVEDGE_OK;
+}
+
+kvedge_status kvedge_chat_message_count(const kvedge_chat* chat, size_t* count) {
+  if (chat == nullptr) return NullArgument(__func__, "chat");
+  if (count == nullptr) return NullArgument(__func__, "count");
+  *count = chat->conversation->messages().size();
+  return KVEDGE_OK;
+}
+
+kvedge_status kvedge_chat_message(const kvedge_chat* chat, size_t i, const char** role, const char** content) {
+  const char* const fn = __func__;
+  if (chat == nullptr) return NullArgument(fn, "chat");
+  if (role == nullptr) return NullArgument(fn, "role");
+  if (content == nullptr) return NullArgument(fn, "content");
+  const auto& messages = chat->conversation->messages();
+  if (i >= messages.size()) {
+    return Fail(KVEDGE_INVALID_ARGUMENT, fn,
+                "message " + std::to_string(i) + " of " + std::to_string(messages.size()));
+  }
+  *role = messages[i].role.c_str();
+  *content = messages[i].content.c_str();
+  return KVEDGE_OK;
+}
+
+kvedge_status kvedge_chat_stats_sized(const kvedge_chat* chat, kvedge_stats* stats) {
+  if (chat == nullptr) return NullArgument(__func__, "chat");
+  if (stats == nullptr) return NullArgument(__func__, "stats");
+  return kvedge::FillStats(chat->conversation->session(), stats, __func__);
 }

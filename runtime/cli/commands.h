@@ -17,6 +17,7 @@ CommandRunner RegisterBenchCommand(CLI::App& app);
 CommandRunner RegisterSynthCommand(CLI::App& app);
 CommandRunner RegisterSoakCommand(CLI::App& app);
 CommandRunner RegisterChatTemplateCommand(CLI::App& app);
+CommandRunner RegisterChatCommand(CLI::App& app);
 
 }  // namespace kvedge::cli
 

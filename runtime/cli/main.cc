@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   add(kvedge::cli::RegisterSynthCommand(app));
   add(kvedge::cli::RegisterSoakCommand(app));
   add(kvedge::cli::RegisterChatTemplateCommand(app));
+  add(kvedge::cli::RegisterChatCommand(app));
   const auto is_command = [&](const char* name) {
     for (const auto& [sub, run] : commands) {
       if (sub->get_name() == name) return true;
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (argc > 1 && argv[1][0] != '-' && !is_command(argv[1])) {
-    std::fprintf(stderr, "kvedge: unknown command '%s': use generate, perplexity, bench, info, synth, soak or chat-template\n", argv[1]);
+    std::fprintf(stderr, "kvedge: unknown command '%s': use generate, perplexity, bench, info, synth, soak, chat-template or chat\n", argv[1]);
     return 2;
   }
   try {

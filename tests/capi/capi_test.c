@@ -460,6 +460,62 @@ static void TestSessionFiles(const kvedge_model* model) {
   kvedge_session_free(b);
   remove(path);
   remove(junk);
+}
+
+/* Chat turns: replies stream, are remembered, reset keeps the system prompt,
+ * the same seed gives the same reply. */
+static void TestChat(const kvedge_model* model) {
+  kvedge_session_config config;
+  kvedge_session_config_init(&config);
+  config.capacity_tokens = 256;
+  config.seed = 5;
+  kvedge_chat* chat = NULL;
+  CHECK(kvedge_chat_create(model, &config, "You tell stories.", NULL, &chat) == KVEDGE_OK);
+  if (chat == NULL) return;
+  size_t count = 0;
+  CHECK(kvedge_chat_message_count(chat, &count) == KVEDGE_OK && count == 1);
+  CHECK(kvedge_chat_add_message(chat, "user", "Once upon a time") == KVEDGE_OK);
+  Collector first;
+  memset(&first, 0, sizeof(first));
+  int32_t n = -1;
+  CHECK(kvedge_chat_generate_reply(chat, 30, Collect, &first, &n) == KVEDGE_OK && n > 0);
+  CHECK(kvedge_chat_message_count(chat, &count) == KVEDGE_OK && count == 3);
+  const char* role = NULL;
+  const char* content = NULL;
+  CHECK(kvedge_chat_message(chat, 2, &role, &content) == KVEDGE_OK);
+  CHECK(role != NULL && strcmp(role, "assistant") == 0 && content != NULL && strcmp(content, first.text) == 0);
+  kvedge_stats st;
+  CHECK(kvedge_chat_stats(chat, &st) == KVEDGE_OK && st.tokens_seen > (uint64_t)n);
+  /* A second turn feeds only what the cache has not seen. */
+  const uint64_t seen_before = st.tokens_seen;
+  CHECK(kvedge_chat_add_message(chat, "user", "Then?") == KVEDGE_OK);
+  CHECK(kvedge_chat_generate_reply(chat, 10, NULL, NULL, &n) == KVEDGE_OK);
+  CHECK(kvedge_chat_stats(chat, &st) == KVEDGE_OK && st.tokens_seen > seen_before &&
+        st.tokens_seen - seen_before < seen_before + (uint64_t)n);
+  /* Errors. */
+  CHECK(kvedge_chat_generate_reply(chat, -1, NULL, NULL, NULL) == KVEDGE_INVALID_ARGUMENT);
+  CHECK(kvedge_chat_add_message(chat, "user", "bad \xff") == KVEDGE_INVALID_ARGUMENT);
+  CHECK(kvedge_chat_add_message(chat, NULL, "x") == KVEDGE_INVALID_ARGUMENT && ErrorMentions("'role'"));
+  CHECK(kvedge_chat_message(chat, 99, &role, &content) == KVEDGE_INVALID_ARGUMENT);
+  CHECK(kvedge_chat_create(model, &config, NULL, "{% if %}", &chat) != KVEDGE_OK);
+  /* Reset: only the system prompt; the first turn again gives the same reply. */
+  CHECK(kvedge_chat_reset(chat) == KVEDGE_OK);
+  CHECK(kvedge_chat_message_count(chat, &count) == KVEDGE_OK && count == 1);
+  CHECK(kvedge_chat_stats(chat, &st) == KVEDGE_OK && st.tokens_held == 0);
+  kvedge_chat* other = NULL;
+  CHECK(kvedge_chat_create(model, &config, "You tell stories.", NULL, &other) == KVEDGE_OK);
+  if (other != NULL) {
+    Collector again;
+    memset(&again, 0, sizeof(again));
+    CHECK(kvedge_chat_add_message(other, "user", "Once upon a time") == KVEDGE_OK);
+    CHECK(kvedge_chat_generate_reply(other, 30, Collect, &again, NULL) == KVEDGE_OK);
+    CHECK(strcmp(again.text, first.text) == 0);
+  }
+  kvedge_chat_free(other);
+  kvedge_chat_free(chat);
+  kvedge_chat_free(NULL);
+}
+
 static void TestChatTemplate(const kvedge_model* model) {
   static const char kMessages[] = "[{\"role\": \"user\", \"content\": \"H\u00e9llo\"}]";
   static const char kChatMl[] = "<|im_start|>user\nH\xc3\xa9llo<|im_end|>\n<|im_start|>assistant\n";
@@ -528,6 +584,7 @@ int main(void) {
     TestSessionFiles(model);
     TestAbiSizes(model);
     TestChatTemplate(model);
+    TestChat(model);
     kvedge_model_free(model);
   }
   TestChatTemplateGguf(shared);
