@@ -11,16 +11,7 @@
 
 namespace kvedge {
 
-uint32_t GgmlTypeOf(WeightType t) {
-  switch (t) {
-    case WeightType::kF32: return kGgmlF32;
-    case WeightType::kF16: return kGgmlF16;
-    case WeightType::kBF16: return kGgmlBF16;
-    case WeightType::kQ8_0: return kGgmlQ8_0;
-    case WeightType::kQ4_0: return kGgmlQ4_0;
-  }
-  return kGgmlF32;
-}
+uint32_t GgmlTypeOf(WeightType t) { return GetWeightFormat(t).ggml_type; }
 
 GgufWriter::~GgufWriter() {
   if (out_ != nullptr) std::fclose(out_);
@@ -84,13 +75,13 @@ void GgufWriter::SetAlignment(uint32_t alignment) {
 }
 
 void GgufWriter::AddTensor(std::string name, WeightType type, std::vector<uint64_t> ne) {
-  const bool quantized = IsQuantizedWeight(type);
-  if (ne.empty() || ne.size() > kGgufMaxDims || ne[0] == 0 || (quantized && ne[0] % kQuantBlock != 0)) {
+  const WeightFormat& f = GetWeightFormat(type);
+  if (ne.empty() || ne.size() > kGgufMaxDims || ne[0] == 0 || ne[0] % f.block != 0 || f.quantize == nullptr) {
     if (error_.ok()) {
-      error_ = InvalidArgument("GGUF writer: tensor '" + name + "' of type " +
-                               FindGgmlType(GgmlTypeOf(type))->name + " has shape " +
-                               FormatDims(ne.data(), static_cast<int>(ne.size())) +
-                               " (1..4 dims; rows of Q8_0/Q4_0 a multiple of 32)");
+      error_ = InvalidArgument("GGUF writer: tensor '" + name + "' of type " + f.ggml_name + " has shape " +
+                               FormatDims(ne.data(), static_cast<int>(ne.size())) + " (1..4 dims; rows a multiple of " +
+                               std::to_string(f.block) + ")" +
+                               (f.quantize == nullptr ? std::string("; kvedge cannot write this type") : ""));
     }
     return;
   }
@@ -161,13 +152,7 @@ Status GgufWriter::WriteRows(const float* rows, uint64_t n_rows) {
     for (uint64_t r = 0; r < n; ++r) {
       const float* x = rows + r * cols;
       uint8_t* y = scratch_.data() + r * row_bytes;
-      switch (t.type) {
-        case WeightType::kF32: std::memcpy(y, x, row_bytes); break;
-        case WeightType::kF16: QuantizeRowF16(x, cols, reinterpret_cast<uint16_t*>(y)); break;
-        case WeightType::kBF16: QuantizeRowBF16(x, cols, reinterpret_cast<uint16_t*>(y)); break;
-        case WeightType::kQ8_0: QuantizeRowQ8_0(x, cols, reinterpret_cast<BlockQ8_0*>(y)); break;
-        case WeightType::kQ4_0: QuantizeRowQ4_0(x, cols, reinterpret_cast<BlockQ4_0*>(y)); break;
-      }
+      GetWeightFormat(t.type).quantize(x, y, cols);
     }
     KVEDGE_RETURN_IF_ERROR(WriteBytes(scratch_.data(), scratch_.size()));
     rows += n * cols;
