@@ -1,8 +1,9 @@
 // Matrix products over the block formats of WeightKernel::kBlockTile, per
 // Highway target. Weights are never dequantized as a matrix: each row is
 // decoded 256 weights at a time (one K-quant super-block, or 8 legacy blocks)
-// by the format table's dequantizer into a 1 KiB stack tile, which then meets
-// the f32 activations in vector FMAs. The decoded values are ggml's exactly
+// into a 1 KiB stack tile by the per-family vector decoders
+// (decode_kquant-inl.h, decode_legacy-inl.h), which then meets the f32
+// activations in vector FMAs. The decoded values are ggml's exactly
 // (weight_format.h), so the only error against exact arithmetic is the f32
 // accumulation. Decode costs once per row and per pass of up to kVecTile
 // input vectors (MatMul), so prefill amortizes it.
@@ -23,6 +24,8 @@
 #define HWY_TARGET_INCLUDE "simd/matvec_blocks.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "simd/decode_kquant-inl.h"
+#include "simd/decode_legacy-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kvedge {
@@ -51,6 +54,57 @@ HWY_INLINE hn::Vec<DF> TileDot(DF df, const float* HWY_RESTRICT tile, const floa
   return acc;
 }
 
+// out[0, len) = the len weights at src (len ≤ 256, a multiple of the block).
+// The vector decoders give the table's values bit for bit; vectors wider
+// than 16 f32 lanes (a K-quant sub-block) use the table itself.
+template <class DF>
+HWY_INLINE void DecodeTile(DF df, const WeightFormat& f, const uint8_t* src, size_t len, float* out) {
+  if (hn::Lanes(df) > 16) return f.dequantize(src, out, len);
+  const size_t nb = len / f.block;
+  for (size_t i = 0; i < nb; ++i) {
+    const uint8_t* b = src + i * f.block_bytes;
+    float* y = out + i * f.block;
+    switch (f.type) {
+      case WeightType::kQ4_1: DecodeQ4_1(df, *reinterpret_cast<const BlockQ4_1*>(b), y); break;
+      case WeightType::kQ5_0: {
+        const auto& q = *reinterpret_cast<const BlockQ5_0*>(b);
+        DecodeQ5<false>(df, q, 0.0f, y);
+        break;
+      }
+      case WeightType::kQ5_1: {
+        const auto& q = *reinterpret_cast<const BlockQ5_1*>(b);
+        DecodeQ5<true>(df, q, F32FromF16(q.m), y);
+        break;
+      }
+      case WeightType::kIQ4_NL: {
+        const auto& q = *reinterpret_cast<const BlockIQ4_NL*>(b);
+        DecodeIq4Codes(df, q.qs, F32FromF16(q.d), y);
+        break;
+      }
+      case WeightType::kIQ4_XS: DecodeIQ4_XS(df, *reinterpret_cast<const BlockIQ4_XS*>(b), y); break;
+      case WeightType::kQ2_K: DecodeQ2_K(df, *reinterpret_cast<const BlockQ2_K*>(b), y); break;
+      case WeightType::kQ3_K: DecodeQ3_K(df, *reinterpret_cast<const BlockQ3_K*>(b), y); break;
+      case WeightType::kQ4_K: {
+        const auto& q = *reinterpret_cast<const BlockQ4_K*>(b);
+        DecodeQ45_K<false>(df, q, nullptr, y);
+        break;
+      }
+      case WeightType::kQ5_K: {
+        const auto& q = *reinterpret_cast<const BlockQ5_K*>(b);
+        DecodeQ45_K<true>(df, q, q.qh, y);
+        break;
+      }
+      case WeightType::kQ6_K: DecodeQ6_K(df, *reinterpret_cast<const BlockQ6_K*>(b), y); break;
+      default: return f.dequantize(src, out, len);
+    }
+  }
+}
+
+// For tests: the vector decoders against the table.
+void DecodeTileT(WeightType t, const void* src, size_t len, float* out) {
+  DecodeTile(hn::ScalableTag<float>(), GetWeightFormat(t), static_cast<const uint8_t*>(src), len, out);
+}
+
 void BlockTileRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
   const hn::ScalableTag<float> df;
   const size_t N = hn::Lanes(df);
@@ -66,7 +120,7 @@ void BlockTileRowsT(const MatrixView& m, const float* x, size_t n, float* y, siz
       for (size_t v = 0; v < nv; ++v) hn::Store(hn::Zero(df), df, acc + v * N);
       for (size_t c = 0; c < m.cols; c += kTileCols) {
         const size_t len = std::min(kTileCols, m.cols - c);
-        f.dequantize(row + c / f.block * f.block_bytes, tile, len);
+        DecodeTile(df, f, row + c / f.block * f.block_bytes, len, tile);
         if (len < kTileCols) std::fill(tile + len, tile + kTileCols, 0.0f);
         for (size_t v = 0; v < nv; ++v) {
           const float* xv = x + (v0 + v) * m.cols + c;
@@ -89,6 +143,11 @@ HWY_AFTER_NAMESPACE();
 namespace kvedge {
 
 HWY_EXPORT(BlockTileRowsT);
+HWY_EXPORT(DecodeTileT);
+
+void DecodeBlockTile(WeightType t, const void* src, size_t len, float* out) {
+  HWY_DYNAMIC_DISPATCH(DecodeTileT)(t, src, len, out);
+}
 
 void BlockTileRows(const MatrixView& w, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
   HWY_DYNAMIC_DISPATCH(BlockTileRowsT)(w, x, n, y, row_begin, row_end);

@@ -14,6 +14,11 @@ namespace kvedge {
 // n = 1 is a matrix–vector product. w: kRows layout, a kBlockTile type.
 void BlockTileRows(const MatrixView& w, const float* x, size_t n, float* y, size_t row_begin, size_t row_end);
 
+// out[0, len) = the len weights at src as the kernels decode them (the
+// dispatched target's vector decoders; equal to DequantizeRow bit for bit).
+// len ≤ 256, a multiple of t's block size. For tests.
+void DecodeBlockTile(WeightType t, const void* src, size_t len, float* out);
+
 }  // namespace kvedge
 
 #endif  // KVEDGE_SIMD_MATVEC_BLOCKS_H_

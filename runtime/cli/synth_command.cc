@@ -49,20 +49,11 @@ int RunSynth(const SynthOptions& opt) {
   }
   StatusOr<SynthShape> shape = opt.shape.empty() ? ParseDims(opt.dims) : SynthPreset(opt.shape);
   if (!shape.ok()) return ReportError("synth", shape.status());
-  WeightType type;
-  if (opt.weights == "f32") {
-    type = WeightType::kF32;
-  } else if (opt.weights == "f16") {
-    type = WeightType::kF16;
-  } else if (opt.weights == "bf16") {
-    type = WeightType::kBF16;
-  } else if (opt.weights == "q8_0") {
-    type = WeightType::kQ8_0;
-  } else if (opt.weights == "q4_0") {
-    type = WeightType::kQ4_0;
-  } else {
+  const WeightFormat* format = FindWeightFormat(opt.weights);
+  if (format == nullptr || format->quantize == nullptr) {
     return ReportError("synth", InvalidArgument("--weights '" + opt.weights + "' is unknown: use f32, f16, bf16, q8_0 or q4_0"));
   }
+  const WeightType type = format->type;
   const Status st = WriteRandomLlamaGguf(*shape, type, static_cast<uint64_t>(opt.seed), opt.output);
   if (!st.ok()) return ReportError("synth", st);
   std::fprintf(stderr, "kvedge synth: wrote %s (%s: dim %d, %d layers, %d heads, %d kv heads, ffn %d, vocab %d, %s)\n",

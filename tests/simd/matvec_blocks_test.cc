@@ -14,6 +14,7 @@
 
 #include "platform/thread_arena.h"
 #include "simd/kv_format.h"
+#include "simd/matvec_blocks.h"
 #include "simd/model_kernels.h"
 #include "simd/model_kernels_ref.h"
 #include "simd/weight_format.h"
@@ -101,6 +102,33 @@ namespace kvedge {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// The vector decoders equal the table's scalar dequantizers (ggml's values)
+// bit for bit, on random blocks whose f16 fields are any finite half
+// (subnormals and zeros included).
+void TestVectorDecodeIsBitExact() {
+  std::mt19937 rng(31);
+  for (WeightType t : BlockTileTypes()) {
+    const WeightFormat& f = GetWeightFormat(t);
+    for (int trial = 0; trial < 200; ++trial) {
+      std::vector<uint8_t> bytes(WeightRowBytes(t, 256));
+      for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+      for (size_t off = 0; off < bytes.size(); off += f.block_bytes) {
+        for (size_t field : HalfFields(t)) {
+          uint16_t h = static_cast<uint16_t>(rng());
+          if ((h & 0x7C00) == 0x7C00) h &= 0xBFFF;  // no inf/nan
+          std::memcpy(&bytes[off + field], &h, 2);
+        }
+      }
+      for (size_t len : {size_t{256}, size_t{f.block}}) {
+        float want[256], got[256];
+        DequantizeRow(t, bytes.data(), want, len);
+        DecodeBlockTile(t, bytes.data(), len, got);
+        ASSERT_EQ(std::memcmp(want, got, len * sizeof(float)), 0) << WeightTypeName(t) << " trial " << trial;
+      }
+    }
+  }
+}
+
 // The kernel decodes exactly ref's weights; its only error is f32
 // accumulation: |y − ref| ≤ γ·Σ|w·x|, γ = (cols/N + N + 8)·u.
 void TestBlockMatVecVsReference() {
@@ -163,6 +191,7 @@ HWY_AFTER_NAMESPACE();
 namespace kvedge {
 
 HWY_BEFORE_TEST(BlockKernelsTest);
+HWY_EXPORT_AND_TEST_P(BlockKernelsTest, TestVectorDecodeIsBitExact);
 HWY_EXPORT_AND_TEST_P(BlockKernelsTest, TestBlockMatVecVsReference);
 HWY_EXPORT_AND_TEST_P(BlockKernelsTest, TestBlockMatMulAndThreads);
 
