@@ -279,6 +279,8 @@ void QuantF16(const float* x, void* dst, size_t n) { QuantizeRowF16(x, n, static
 void QuantBF16(const float* x, void* dst, size_t n) { QuantizeRowBF16(x, n, static_cast<uint16_t*>(dst)); }
 void QuantQ8_0(const float* x, void* dst, size_t n) { QuantizeRowQ8_0(x, n, static_cast<BlockQ8_0*>(dst)); }
 void QuantQ4_0(const float* x, void* dst, size_t n) { QuantizeRowQ4_0(x, n, static_cast<BlockQ4_0*>(dst)); }
+template <class Block, void (*F)(const float*, size_t, Block*)>
+void Quant(const float* x, void* dst, size_t n) { F(x, n, static_cast<Block*>(dst)); }
 
 using K = WeightKernel;
 constexpr WeightFormat kFormats[kNumWeightTypes] = {
@@ -287,16 +289,16 @@ constexpr WeightFormat kFormats[kNumWeightTypes] = {
     {WeightType::kBF16, "bf16", "BF16", kGgmlBF16, 1, 2, K::kFloat, DequantBF16, QuantBF16},
     {WeightType::kQ8_0, "q8_0", "Q8_0", kGgmlQ8_0, 32, sizeof(BlockQ8_0), K::kInt8, DequantQ8_0, QuantQ8_0},
     {WeightType::kQ4_0, "q4_0", "Q4_0", kGgmlQ4_0, 32, sizeof(BlockQ4_0), K::kInt8, DequantQ4_0, QuantQ4_0},
-    {WeightType::kQ4_1, "q4_1", "Q4_1", kGgmlQ4_1, 32, sizeof(BlockQ4_1), K::kBlockTile, DequantQ4_1, nullptr},
-    {WeightType::kQ5_0, "q5_0", "Q5_0", kGgmlQ5_0, 32, sizeof(BlockQ5_0), K::kBlockTile, DequantQ5_0, nullptr},
-    {WeightType::kQ5_1, "q5_1", "Q5_1", kGgmlQ5_1, 32, sizeof(BlockQ5_1), K::kBlockTile, DequantQ5_1, nullptr},
-    {WeightType::kQ2_K, "q2_k", "Q2_K", kGgmlQ2_K, 256, sizeof(BlockQ2_K), K::kBlockTile, DequantQ2_K, nullptr},
-    {WeightType::kQ3_K, "q3_k", "Q3_K", kGgmlQ3_K, 256, sizeof(BlockQ3_K), K::kBlockTile, DequantQ3_K, nullptr},
-    {WeightType::kQ4_K, "q4_k", "Q4_K", kGgmlQ4_K, 256, sizeof(BlockQ4_K), K::kBlockTile, DequantQ4_K, nullptr},
-    {WeightType::kQ5_K, "q5_k", "Q5_K", kGgmlQ5_K, 256, sizeof(BlockQ5_K), K::kBlockTile, DequantQ5_K, nullptr},
-    {WeightType::kQ6_K, "q6_k", "Q6_K", kGgmlQ6_K, 256, sizeof(BlockQ6_K), K::kBlockTile, DequantQ6_K, nullptr},
-    {WeightType::kIQ4_NL, "iq4_nl", "IQ4_NL", kGgmlIQ4_NL, 32, sizeof(BlockIQ4_NL), K::kBlockTile, DequantIQ4_NL, nullptr},
-    {WeightType::kIQ4_XS, "iq4_xs", "IQ4_XS", kGgmlIQ4_XS, 256, sizeof(BlockIQ4_XS), K::kBlockTile, DequantIQ4_XS, nullptr},
+    {WeightType::kQ4_1, "q4_1", "Q4_1", kGgmlQ4_1, 32, sizeof(BlockQ4_1), K::kBlockTile, DequantQ4_1, Quant<BlockQ4_1, QuantizeRowQ4_1>},
+    {WeightType::kQ5_0, "q5_0", "Q5_0", kGgmlQ5_0, 32, sizeof(BlockQ5_0), K::kBlockTile, DequantQ5_0, Quant<BlockQ5_0, QuantizeRowQ5_0>},
+    {WeightType::kQ5_1, "q5_1", "Q5_1", kGgmlQ5_1, 32, sizeof(BlockQ5_1), K::kBlockTile, DequantQ5_1, Quant<BlockQ5_1, QuantizeRowQ5_1>},
+    {WeightType::kQ2_K, "q2_k", "Q2_K", kGgmlQ2_K, 256, sizeof(BlockQ2_K), K::kBlockTile, DequantQ2_K, Quant<BlockQ2_K, QuantizeRowQ2_K>},
+    {WeightType::kQ3_K, "q3_k", "Q3_K", kGgmlQ3_K, 256, sizeof(BlockQ3_K), K::kBlockTile, DequantQ3_K, Quant<BlockQ3_K, QuantizeRowQ3_K>},
+    {WeightType::kQ4_K, "q4_k", "Q4_K", kGgmlQ4_K, 256, sizeof(BlockQ4_K), K::kBlockTile, DequantQ4_K, Quant<BlockQ4_K, QuantizeRowQ4_K>},
+    {WeightType::kQ5_K, "q5_k", "Q5_K", kGgmlQ5_K, 256, sizeof(BlockQ5_K), K::kBlockTile, DequantQ5_K, Quant<BlockQ5_K, QuantizeRowQ5_K>},
+    {WeightType::kQ6_K, "q6_k", "Q6_K", kGgmlQ6_K, 256, sizeof(BlockQ6_K), K::kBlockTile, DequantQ6_K, Quant<BlockQ6_K, QuantizeRowQ6_K>},
+    {WeightType::kIQ4_NL, "iq4_nl", "IQ4_NL", kGgmlIQ4_NL, 32, sizeof(BlockIQ4_NL), K::kBlockTile, DequantIQ4_NL, Quant<BlockIQ4_NL, QuantizeRowIQ4_NL>},
+    {WeightType::kIQ4_XS, "iq4_xs", "IQ4_XS", kGgmlIQ4_XS, 256, sizeof(BlockIQ4_XS), K::kBlockTile, DequantIQ4_XS, Quant<BlockIQ4_XS, QuantizeRowIQ4_XS>},
 };
 
 constexpr bool TableInEnumOrder() {

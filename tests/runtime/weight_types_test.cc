@@ -4,6 +4,7 @@
 // through Session::FeedAll with an f32 cache, against llama.cpp's logits
 // (section C, "How a runtime should use the kit" points 3-4).
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -78,6 +79,51 @@ TEST(WeightTypesTest, DequantizationIsBitExactToGgml) {
       }
     }
     EXPECT_EQ(mismatches, 0u) << name;
+  }
+}
+
+// Point 2: kvedge's quantizers on `source` lose no more than ggml's (RMSE
+// within 10%, overall, without the ±100 row, and per row). They are
+// transcriptions of ggml's reference quantizers, so the bytes match too.
+TEST(WeightTypesTest, QuantizersMatchGgmlError) {
+  auto file = MappedFile::Open(Kit("types/types.gguf"));
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  auto g = GgufFile::Parse(file->data(), file->size(), "types.gguf");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  std::ifstream js(Kit("types/types.json"));
+  const nlohmann::json figures = nlohmann::json::parse(js)["types"];
+  const GgufTensorInfo* src = g->FindTensor("source");
+  ASSERT_TRUE(src != nullptr && src->type == kGgmlF32);
+  const size_t cols = src->ne[0], rows = src->ne[1];
+  std::vector<float> x(rows * cols);
+  std::memcpy(x.data(), src->data, x.size() * sizeof(float));
+  for (const char* name : kKitTypes) {
+    const WeightFormat* f = FindWeightFormat(name);
+    ASSERT_TRUE(f != nullptr && f->quantize != nullptr) << name;
+    const size_t row_bytes = WeightRowBytes(f->type, cols);
+    std::vector<uint8_t> q(rows * row_bytes);
+    std::vector<float> y(cols);
+    double total = 0, total_no5 = 0;
+    const auto& want = figures[name];
+    for (size_t r = 0; r < rows; ++r) {
+      f->quantize(&x[r * cols], &q[r * row_bytes], cols);
+      DequantizeRow(f->type, &q[r * row_bytes], y.data(), cols);
+      double se = 0;
+      for (size_t c = 0; c < cols; ++c) se += (static_cast<double>(y[c]) - x[r * cols + c]) * (y[c] - x[r * cols + c]);
+      total += se;
+      if (r != 5) total_no5 += se;
+      const double ggml_row = want["per_row_rmse"][r].get<double>();
+      EXPECT_LE(std::sqrt(se / cols), 1.10 * ggml_row + 1e-12) << name << " row " << r;
+    }
+    const double rmse = std::sqrt(total / (rows * cols)), rmse_no5 = std::sqrt(total_no5 / ((rows - 1) * cols));
+    const GgufTensorInfo* theirs = g->FindTensor(name);
+    const bool same_bytes = std::memcmp(theirs->data, q.data(), q.size()) == 0;
+    std::printf("%-7s RMSE %.4g (ggml %.4g), without row 5 %.4g (ggml %.4g), bytes %s ggml's\n", name, rmse,
+                want["rmse"].get<double>(), rmse_no5, want["rmse_excluding_huge_range_row5"].get<double>(),
+                same_bytes ? "equal" : "differ from");
+    EXPECT_LE(rmse, 1.10 * want["rmse"].get<double>()) << name;
+    EXPECT_LE(rmse_no5, 1.10 * want["rmse_excluding_huge_range_row5"].get<double>()) << name;
+    EXPECT_TRUE(same_bytes) << name;
   }
 }
 
