@@ -17,6 +17,7 @@
 #include "platform/mapped_file.h"
 #include "runtime/engine/session.h"
 #include "runtime/model/gguf.h"
+#include "runtime/model/gguf_quantize.h"
 #include "runtime/model/model_loader.h"
 #include "simd/weight_format.h"
 #include "tests/testing/test_data.h"
@@ -124,6 +125,46 @@ TEST(WeightTypesTest, QuantizersMatchGgmlError) {
     EXPECT_LE(rmse, 1.10 * want["rmse"].get<double>()) << name;
     EXPECT_LE(rmse_no5, 1.10 * want["rmse_excluding_huge_range_row5"].get<double>()) << name;
     EXPECT_TRUE(same_bytes) << name;
+  }
+}
+
+// `kvedge quantize` of the padded F32 model with each preset picks the
+// tensor types llama-quantize picked and writes the same tensor bytes, and
+// carries every metadata key over.
+TEST(WeightTypesTest, QuantizeMatchesLlamaQuantizePresets) {
+  auto src_file = MappedFile::Open(Kit("models/stories260K-pad256.gguf"));
+  ASSERT_TRUE(src_file.ok());
+  auto src = GgufFile::Parse(src_file->data(), src_file->size(), "pad256");
+  ASSERT_TRUE(src.ok());
+  for (const char* preset : {"Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "Q4_0", "Q3_K_M", "Q2_K", "IQ4_NL", "IQ4_XS"}) {
+    const QuantizePreset* p = FindQuantizePreset(preset);
+    ASSERT_NE(p, nullptr) << preset;
+    const std::string out = testing::TempDir() + "/q.gguf";
+    int lines = 0;
+    ASSERT_TRUE(QuantizeGguf(*src, out, *p, [&](const QuantizeProgress&) { ++lines; }).ok()) << preset;
+    EXPECT_EQ(lines, static_cast<int>(src->tensors().size()));
+    auto ours_file = MappedFile::Open(out);
+    auto theirs_file = MappedFile::Open(Kit("models/stories260K-pad256-" + std::string(preset) + ".gguf"));
+    ASSERT_TRUE(ours_file.ok() && theirs_file.ok());
+    auto ours = GgufFile::Parse(ours_file->data(), ours_file->size(), "ours");
+    auto theirs = GgufFile::Parse(theirs_file->data(), theirs_file->size(), "theirs");
+    ASSERT_TRUE(ours.ok() && theirs.ok()) << preset;
+    ASSERT_EQ(ours->tensors().size(), theirs->tensors().size());
+    int same_bytes = 0;
+    for (const GgufTensorInfo& t : theirs->tensors()) {
+      const GgufTensorInfo* o = ours->FindTensor(t.name);
+      ASSERT_NE(o, nullptr) << preset << " " << t.name;
+      EXPECT_STREQ(FindGgmlType(o->type)->name, FindGgmlType(t.type)->name) << preset << " " << t.name;
+      same_bytes += o->n_bytes == t.n_bytes && std::memcmp(o->data, t.data, t.n_bytes) == 0;
+    }
+    EXPECT_EQ(same_bytes, static_cast<int>(theirs->tensors().size())) << preset;
+    for (const auto& [key, value] : src->metadata()) {
+      const GgufValue* v = ours->Find(key);
+      ASSERT_NE(v, nullptr) << key;
+      EXPECT_EQ(v->type, value.type) << key;
+    }
+    EXPECT_EQ(ours->Find("general.file_type")->AsInt(), theirs->Find("general.file_type")->AsInt()) << preset;
+    EXPECT_EQ(ours->Find("tokenizer.ggml.tokens")->count, src->Find("tokenizer.ggml.tokens")->count);
   }
 }
 
