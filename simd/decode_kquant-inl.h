@@ -17,7 +17,7 @@
 
 #include "hwy/highway.h"
 #include "simd/decode_legacy-inl.h"  // LoadBytesI32
-#include "simd/kv_format.h"
+#include "simd/half_inline.h"
 #include "simd/weight_format.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -37,7 +37,7 @@ HWY_INLINE void StoreAffine16(DF df, float dl, float ml, const Code& code, float
 template <class DF>
 HWY_INLINE void DecodeQ2_K(DF df, const BlockQ2_K& b, float* y) {
   const hn::RebindToSigned<DF> di;
-  const float d = F32FromF16(b.d), min = F32FromF16(b.dmin);
+  const float d = HalfToFloat(b.d), min = HalfToFloat(b.dmin);
   const uint8_t* q = b.qs;
   int is = 0;
   for (int n = 0; n < kSuperBlock; n += 128, q += 32) {
@@ -58,7 +58,7 @@ template <class DF>
 HWY_INLINE void DecodeQ3_K(DF df, const BlockQ3_K& b, float* y) {
   const hn::RebindToSigned<DF> di;
   constexpr uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
-  const float d_all = F32FromF16(b.d);
+  const float d_all = HalfToFloat(b.d);
   uint32_t aux[4];
   std::memcpy(aux, b.scales, 12);
   const uint32_t tmp = aux[2];
@@ -102,7 +102,7 @@ HWY_INLINE void ScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
 template <bool kFifthBit, class DF, class Block>
 HWY_INLINE void DecodeQ45_K(DF df, const Block& b, const uint8_t* qh, float* y) {
   const hn::RebindToSigned<DF> di;
-  const float d = F32FromF16(b.d), min = F32FromF16(b.dmin);
+  const float d = HalfToFloat(b.d), min = HalfToFloat(b.dmin);
   const uint8_t* ql = b.qs;
   for (int j = 0; j < 4; ++j, ql += 32) {
     for (int half = 0; half < 2; ++half) {
@@ -129,7 +129,7 @@ HWY_INLINE void DecodeQ45_K(DF df, const Block& b, const uint8_t* qh, float* y) 
 template <class DF>
 HWY_INLINE void DecodeQ6_K(DF df, const BlockQ6_K& b, float* y) {
   const hn::RebindToSigned<DF> di;
-  const float d = F32FromF16(b.d);
+  const float d = HalfToFloat(b.d);
   const uint8_t* ql = b.ql;
   const uint8_t* qh = b.qh;
   const int8_t* sc = b.scales;

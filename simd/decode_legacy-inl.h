@@ -16,7 +16,7 @@
 #include <cstring>
 
 #include "hwy/highway.h"
-#include "simd/kv_format.h"
+#include "simd/half_inline.h"
 #include "simd/weight_format.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -36,7 +36,7 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> LoadBytesI32(DF /*df*/, const uint8_t
 template <class DF>
 HWY_INLINE void DecodeQ4_1(DF df, const BlockQ4_1& b, float* y) {
   const hn::RebindToSigned<DF> di;
-  const auto d = hn::Set(df, F32FromF16(b.d)), m = hn::Set(df, F32FromF16(b.m));
+  const auto d = hn::Set(df, HalfToFloat(b.d)), m = hn::Set(df, HalfToFloat(b.m));
   for (size_t j = 0; j < 16; j += hn::Lanes(df)) {
     const auto q = LoadBytesI32(df, b.qs + j);
     hn::StoreU(hn::Add(hn::Mul(hn::ConvertTo(df, hn::And(q, hn::Set(di, 15))), d), m), df, y + j);
@@ -56,7 +56,7 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> HighBits5(DF /*df*/, uint32_t qh, siz
 template <bool kMin, class DF, class Block>
 HWY_INLINE void DecodeQ5(DF df, const Block& b, float min, float* y) {
   const hn::RebindToSigned<DF> di;
-  const auto d = hn::Set(df, F32FromF16(b.d)), m = hn::Set(df, min);
+  const auto d = hn::Set(df, HalfToFloat(b.d)), m = hn::Set(df, min);
   const auto offset = hn::Set(di, kMin ? 0 : 16);
   uint32_t qh;
   std::memcpy(&qh, b.qh, sizeof(qh));
@@ -74,11 +74,30 @@ HWY_INLINE void DecodeQ5(DF df, const Block& b, float min, float* y) {
   }
 }
 
-// IQ4 codebook as f32 (exact: small integers).
+// IQ4 codebook as f32 (exact: small integers), padded with zeros to the
+// widest vector.
 HWY_INLINE const float* Iq4Values() {
-  alignas(64) static constexpr float kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                                    1,    13,   25,  38,  53,  69,  89,  113};
+  alignas(64) static constexpr float kValues[HWY_MAX_BYTES / sizeof(float) > 16 ? HWY_MAX_BYTES / sizeof(float) : 16] =
+      {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
   return kValues;
+}
+
+// Codebook values of 4-bit indices idx (int32 lanes): one in-register
+// table lookup per Lanes(df) entries of the table (a gather measured no
+// faster than scalar code).
+template <class DF>
+HWY_INLINE hn::Vec<DF> Iq4Lookup(DF df, hn::Vec<hn::RebindToSigned<DF>> idx) {
+  const hn::RebindToSigned<DF> di;
+  const size_t N = hn::Lanes(df);
+  if (N >= 16) return hn::TableLookupLanes(hn::LoadU(df, Iq4Values()), hn::IndicesFromVec(df, idx));
+  const auto lane = hn::And(idx, hn::Set(di, static_cast<int32_t>(N - 1)));
+  const auto base = hn::AndNot(hn::Set(di, static_cast<int32_t>(N - 1)), idx);  // idx rounded down to N
+  auto r = hn::Zero(df);
+  for (size_t k = 0; k < 16; k += N) {
+    const auto hit = hn::RebindMask(df, hn::Eq(base, hn::Set(di, static_cast<int32_t>(k))));
+    r = hn::IfThenElse(hit, hn::TableLookupLanes(hn::LoadU(df, Iq4Values() + k), hn::IndicesFromVec(df, lane)), r);
+  }
+  return r;
 }
 
 // 32 weights of IQ4_NL codes at qs[16]: y = d·value.
@@ -88,14 +107,14 @@ HWY_INLINE void DecodeIq4Codes(DF df, const uint8_t* qs, float d, float* y) {
   const auto vd = hn::Set(df, d);
   for (size_t j = 0; j < 16; j += hn::Lanes(df)) {
     const auto q = LoadBytesI32(df, qs + j);
-    hn::StoreU(hn::Mul(vd, hn::GatherIndex(df, Iq4Values(), hn::And(q, hn::Set(di, 15)))), df, y + j);
-    hn::StoreU(hn::Mul(vd, hn::GatherIndex(df, Iq4Values(), hn::ShiftRight<4>(q))), df, y + j + 16);
+    hn::StoreU(hn::Mul(vd, Iq4Lookup(df, hn::And(q, hn::Set(di, 15)))), df, y + j);
+    hn::StoreU(hn::Mul(vd, Iq4Lookup(df, hn::ShiftRight<4>(q))), df, y + j + 16);
   }
 }
 
 template <class DF>
 HWY_INLINE void DecodeIQ4_XS(DF df, const BlockIQ4_XS& b, float* y) {
-  const float d = F32FromF16(b.d);
+  const float d = HalfToFloat(b.d);
   for (int ib = 0; ib < kSuperBlock / 32; ++ib) {
     const int ls = ((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b.scales_h >> 2 * ib) & 3) << 4);
     DecodeIq4Codes(df, b.qs + 16 * ib, d * (ls - 32), y + 32 * ib);

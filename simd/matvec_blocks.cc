@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "simd/half_inline.h"
 #include "simd/matvec_blocks.h"
 #include "simd/weight_format.h"
 
@@ -73,12 +74,12 @@ HWY_INLINE void DecodeTile(DF df, const WeightFormat& f, const uint8_t* src, siz
       }
       case WeightType::kQ5_1: {
         const auto& q = *reinterpret_cast<const BlockQ5_1*>(b);
-        DecodeQ5<true>(df, q, F32FromF16(q.m), y);
+        DecodeQ5<true>(df, q, HalfToFloat(q.m), y);
         break;
       }
       case WeightType::kIQ4_NL: {
         const auto& q = *reinterpret_cast<const BlockIQ4_NL*>(b);
-        DecodeIq4Codes(df, q.qs, F32FromF16(q.d), y);
+        DecodeIq4Codes(df, q.qs, HalfToFloat(q.d), y);
         break;
       }
       case WeightType::kIQ4_XS: DecodeIQ4_XS(df, *reinterpret_cast<const BlockIQ4_XS*>(b), y); break;

@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "simd/half_inline.h"
 #include "simd/matvec_blocks.h"
 #include "simd/model_kernels.h"
 #include "simd/x86_vnni.h"
@@ -50,32 +51,6 @@ constexpr size_t kChunkCols = kChunkBlocks * kQuantBlock;
 constexpr size_t kMatMulTile = 8;
 
 // ------------------------------ scalar helpers
-
-HWY_INLINE float BitsToFloat(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-HWY_INLINE uint32_t FloatToBits(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
-  return bits;
-}
-
-// Exact IEEE half → float for every input (zero, subnormal, inf, nan), branch
-// free (Maratos' FP16 algorithm): a few integer ops per Q8_0/Q4_0 block scale,
-// much cheaper than the out-of-line reference F32FromF16.
-HWY_INLINE float HalfToFloat(uint16_t h) {
-  const uint32_t w = static_cast<uint32_t>(h) << 16;
-  const uint32_t sign = w & 0x80000000u;
-  const uint32_t two_w = w + w;
-  // Normal (and inf/nan): move the exponent, rebias by 2^-112.
-  const float normalized = BitsToFloat((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
-  // Subnormal: place the mantissa under a 0.5 exponent and subtract 0.5.
-  const float denormalized = BitsToFloat((two_w >> 17) | (126u << 23)) - 0.5f;
-  const uint32_t magnitude = two_w < (1u << 27) ? FloatToBits(denormalized) : FloatToBits(normalized);
-  return BitsToFloat(sign | magnitude);
-}
 
 HWY_INLINE float ScalarWeight(const float* p) { return *p; }
 HWY_INLINE float ScalarWeight(const hwy::float16_t* p) {
