@@ -199,6 +199,14 @@ TEST(WeightTypesTest, UnreadTypeIsAOneLineError) {
   EXPECT_NE(msg.find("IQ2_XXS"), std::string::npos) << msg;
   EXPECT_NE(msg.find(ReadableWeightTypes()), std::string::npos) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  // kvedge quantize refuses it the same way, before writing anything.
+  auto g = GgufFile::Parse(bytes.data(), bytes.size(), "patched.gguf");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const std::string out = testing::TempDir() + "/never.gguf";
+  const Status q = QuantizeGguf(*g, out, *FindQuantizePreset("Q4_K_M"), nullptr);
+  ASSERT_FALSE(q.ok());
+  EXPECT_NE(q.message().find("'output.weight' has type IQ2_XXS"), std::string::npos) << q.message();
+  EXPECT_FALSE(std::ifstream(out).good());
 }
 
 std::vector<int> ReadTokens(const std::string& path) {
