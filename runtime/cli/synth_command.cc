@@ -70,7 +70,7 @@ int RunSynth(const SynthOptions& opt) {
     std::remove(f16.c_str());
     if (!st.ok()) return ReportError("synth", st);
   } else {
-    if (format == nullptr) {
+    if (format == nullptr || (format->type != WeightType::kF16 && format->kernel != WeightKernel::kInt8)) {
       return ReportError("synth", InvalidArgument("--weights '" + opt.weights +
                                                   "' is unknown: use f16, q8_0, q4_0 or a preset " +
                                                   QuantizePresetNames()));
