@@ -96,9 +96,11 @@ int RunInfo(const InfoOptions& opt) {
       std::printf("  vocab %d, trained context %d, weights %s\n", c.vocab_size, c.context_length,
                   FormatBytes(loaded->weights->weight_bytes).c_str());
       std::printf("  matrices: %s\n", mix.c_str());
-      std::printf("  Q8_0/Q4_0 layout %s\n", std::string(layout) == "file"
-                                                   ? "as in the file (used in place)"
-                                                   : "interleaved16 (copied at load for the AVX-512 VNNI kernels)");
+      if (counts[static_cast<int>(WeightType::kQ8_0)] + counts[static_cast<int>(WeightType::kQ4_0)] > 0) {
+        std::printf("  Q8_0/Q4_0 layout %s\n", std::string(layout) == "file"
+                                                     ? "as in the file (used in place)"
+                                                     : "interleaved16 (copied at load for the AVX-512 VNNI kernels)");
+      }
       std::printf("kv plan:           %s\n", plan->Describe().c_str());
       std::printf("  %d tokens per lane fit; an f16 cache of that many tokens needs %s\n", plan->capacity,
                   FormatBytes(plan->F16FullBytes(static_cast<uint64_t>(plan->capacity))).c_str());
