@@ -17,6 +17,7 @@
 #include "platform/target_report.h"
 #include "platform/thread_arena.h"
 #include "simd/model_kernels.h"
+#include "simd/weight_format.h"
 #include "simd/weight_quant.h"
 
 namespace kvedge {
@@ -36,13 +37,7 @@ class BenchMatrix {
     for (size_t r = 0; r < rows; ++r) {
       for (float& f : row) f = dist(rng);
       uint8_t* dst = rows_buf.data() + r * row_bytes;
-      switch (type) {
-        case WeightType::kF32: std::memcpy(dst, row.data(), row_bytes); break;
-        case WeightType::kF16: QuantizeRowF16(row.data(), cols, reinterpret_cast<uint16_t*>(dst)); break;
-        case WeightType::kBF16: QuantizeRowBF16(row.data(), cols, reinterpret_cast<uint16_t*>(dst)); break;
-        case WeightType::kQ8_0: QuantizeRowQ8_0(row.data(), cols, reinterpret_cast<BlockQ8_0*>(dst)); break;
-        case WeightType::kQ4_0: QuantizeRowQ4_0(row.data(), cols, reinterpret_cast<BlockQ4_0*>(dst)); break;
-      }
+      GetWeightFormat(type).quantize(row.data(), dst, cols);
     }
     view_ = MatrixView{type, rows_buf.data(), rows, cols};
     if (layout == WeightLayout::kInterleaved16) {
@@ -145,9 +140,7 @@ int RegisterAll() {
   }
   benchmark::AddCustomContext("simd_dispatch", DispatchedTargetName());
   std::vector<std::pair<WeightType, WeightLayout>> formats;
-  for (WeightType t : {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kQ8_0, WeightType::kQ4_0}) {
-    formats.emplace_back(t, WeightLayout::kRows);
-  }
+  for (int t = 0; t < kNumWeightTypes; ++t) formats.emplace_back(static_cast<WeightType>(t), WeightLayout::kRows);
   for (WeightType t : {WeightType::kQ8_0, WeightType::kQ4_0}) formats.emplace_back(t, WeightLayout::kInterleaved16);
   const size_t shapes[][2] = {{2048, 2048}, {256, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}};
   for (const auto& [t, layout] : formats) {
@@ -160,7 +153,7 @@ int RegisterAll() {
     }
   }
   for (const auto& [t, layout] : formats) {
-    if (!IsQuantizedWeight(t)) continue;
+    if (GetWeightFormat(t).kernel == WeightKernel::kFloat) continue;
     const std::string name = "MatVec/" + FormatName(t, layout) + "/32000x2048/dram";
     benchmark::RegisterBenchmark(name.c_str(), BM_MatVecStream, t, layout, 1)->UseRealTime();
     benchmark::RegisterBenchmark((name + "/threads:2").c_str(), BM_MatVecStream, t, layout, 2)->UseRealTime();

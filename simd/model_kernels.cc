@@ -1,5 +1,6 @@
 // Model kernels (matvec/matmul over f32/f16/bf16/Q8_0/Q4_0 weights, RMSNorm,
 // SwiGLU, adds) compiled once per Highway target and dispatched at run time.
+// The other block formats (K-quants, IQ4, Q4_1, Q5_x) run in matvec_blocks.cc.
 //
 // Weight products are memory-bound in decode: every kernel streams each weight
 // byte once, with f32 accumulators. Quantized formats (Q8_0, Q4_0) take the
@@ -24,6 +25,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "simd/half_inline.h"
+#include "simd/matvec_blocks.h"
 #include "simd/model_kernels.h"
 #include "simd/x86_vnni.h"
 
@@ -48,32 +51,6 @@ constexpr size_t kChunkCols = kChunkBlocks * kQuantBlock;
 constexpr size_t kMatMulTile = 8;
 
 // ------------------------------ scalar helpers
-
-HWY_INLINE float BitsToFloat(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-HWY_INLINE uint32_t FloatToBits(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
-  return bits;
-}
-
-// Exact IEEE half → float for every input (zero, subnormal, inf, nan), branch
-// free (Maratos' FP16 algorithm): a few integer ops per Q8_0/Q4_0 block scale,
-// much cheaper than the out-of-line reference F32FromF16.
-HWY_INLINE float HalfToFloat(uint16_t h) {
-  const uint32_t w = static_cast<uint32_t>(h) << 16;
-  const uint32_t sign = w & 0x80000000u;
-  const uint32_t two_w = w + w;
-  // Normal (and inf/nan): move the exponent, rebias by 2^-112.
-  const float normalized = BitsToFloat((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
-  // Subnormal: place the mantissa under a 0.5 exponent and subtract 0.5.
-  const float denormalized = BitsToFloat((two_w >> 17) | (126u << 23)) - 0.5f;
-  const uint32_t magnitude = two_w < (1u << 27) ? FloatToBits(denormalized) : FloatToBits(normalized);
-  return BitsToFloat(sign | magnitude);
-}
 
 HWY_INLINE float ScalarWeight(const float* p) { return *p; }
 HWY_INLINE float ScalarWeight(const hwy::float16_t* p) {
@@ -1187,6 +1164,7 @@ void MatVecRowsT(const MatrixView& m, const float* x, float* y, size_t row_begin
     case WeightType::kBF16: return FloatMatVecRows<hwy::bfloat16_t>(m, x, y, row_begin, row_end);
     case WeightType::kQ8_0: return QuantMatVecRows<BlockQ8_0>(m, x, y, row_begin, row_end);
     case WeightType::kQ4_0: return QuantMatVecRows<BlockQ4_0>(m, x, y, row_begin, row_end);
+    default: HWY_ABORT("%s: block-tile types run in matvec_blocks.cc", WeightTypeName(m.type));
   }
 }
 
@@ -1198,6 +1176,7 @@ void MatMulRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t
     case WeightType::kBF16: return FloatMatMulRows<hwy::bfloat16_t>(m, x, n, y, row_begin, row_end);
     case WeightType::kQ8_0: return QuantMatMulRows<BlockQ8_0>(m, x, n, y, row_begin, row_end);
     case WeightType::kQ4_0: return QuantMatMulRows<BlockQ4_0>(m, x, n, y, row_begin, row_end);
+    default: HWY_ABORT("%s: block-tile types run in matvec_blocks.cc", WeightTypeName(m.type));
   }
 }
 
@@ -1277,12 +1256,12 @@ HWY_EXPORT(InterleavedPreferredT);
 
 namespace {
 
-// Quantized formats need whole blocks, and only they interleave; anything
+// Block formats need whole blocks, and only Q8_0/Q4_0 interleave; anything
 // else is a caller bug.
 void CheckShape(const MatrixView& w) {
-  if (IsQuantizedWeight(w.type) && w.cols % kQuantBlock != 0) {
-    std::fprintf(stderr, "%s:%d: %s matrix has %zu columns, expected a multiple of %d\n", __FILE__, __LINE__,
-                 WeightTypeName(w.type), w.cols, kQuantBlock);
+  if (w.cols % WeightBlockSize(w.type) != 0) {
+    std::fprintf(stderr, "%s:%d: %s matrix has %zu columns, expected a multiple of %u\n", __FILE__, __LINE__,
+                 WeightTypeName(w.type), w.cols, WeightBlockSize(w.type));
     std::abort();
   }
   if (w.layout == WeightLayout::kInterleaved16 && !IsQuantizedWeight(w.type)) {
@@ -1329,25 +1308,34 @@ size_t MatrixBytes(WeightType t, WeightLayout layout, size_t rows, size_t cols) 
 
 bool InterleavedWeightsPreferred() { return HWY_DYNAMIC_DISPATCH(InterleavedPreferredT)(); }
 
+// One dispatch per contiguous row range, to the kernel family of w's type
+// (WeightKernel in weight_format.h).
+void MatVecRange(const MatrixView& w, const float* x, float* y, size_t begin, size_t end) {
+  if (GetWeightFormat(w.type).kernel == WeightKernel::kBlockTile) return BlockTileRows(w, x, 1, y, begin, end);
+  HWY_DYNAMIC_DISPATCH(MatVecRowsT)(w, x, y, begin, end);
+}
+
 void MatVecRows(const MatrixView& w, const float* x, float* y, size_t row_begin, size_t row_end) {
   CheckShape(w);
   if (row_begin >= row_end) return;
   CheckRowRange(w, row_begin, row_end);
-  HWY_DYNAMIC_DISPATCH(MatVecRowsT)(w, x, y, row_begin, row_end);
+  MatVecRange(w, x, y, row_begin, row_end);
 }
 
 void MatVec(const MatrixView& w, const float* x, float* y, ThreadArena* arena) {
   CheckShape(w);
-  // One dispatch per contiguous row range; each thread quantizes x itself
-  // (O(cols), small next to its rows·cols weight stream).
-  ForRowRanges(w, arena, [&](size_t begin, size_t end) { HWY_DYNAMIC_DISPATCH(MatVecRowsT)(w, x, y, begin, end); });
+  // Each thread quantizes x itself (int8 path: O(cols), small next to its
+  // rows·cols weight stream).
+  ForRowRanges(w, arena, [&](size_t begin, size_t end) { MatVecRange(w, x, y, begin, end); });
 }
 
 void MatMul(const MatrixView& w, const float* x, size_t n, float* y, ThreadArena* arena) {
   CheckShape(w);
   if (n == 0) return;
-  ForRowRanges(w, arena,
-               [&](size_t begin, size_t end) { HWY_DYNAMIC_DISPATCH(MatMulRowsT)(w, x, n, y, begin, end); });
+  ForRowRanges(w, arena, [&](size_t begin, size_t end) {
+    if (GetWeightFormat(w.type).kernel == WeightKernel::kBlockTile) return BlockTileRows(w, x, n, y, begin, end);
+    HWY_DYNAMIC_DISPATCH(MatMulRowsT)(w, x, n, y, begin, end);
+  });
 }
 
 void RmsNorm(const float* x, const float* weight, size_t n, float eps, float* out) {

@@ -8,27 +8,9 @@
 #include <cstdint>
 
 #include "platform/thread_arena.h"
+#include "simd/weight_format.h"
 
 namespace kvedge {
-
-// Weight storage formats. Q8_0 and Q4_0 are GGUF's (ggml's) block layouts,
-// bit-exact:
-//   Q8_0: 34-byte blocks of 32 weights: f16 d, int8 qs[32];        w = d·qs[j]
-//   Q4_0: 18-byte blocks of 32 weights: f16 d, uint8 qs[16];
-//         w[j] = d·((qs[j] & 15) − 8), w[j+16] = d·((qs[j] >> 4) − 8), j < 16
-enum class WeightType : uint8_t { kF32 = 0, kF16 = 1, kBF16 = 2, kQ8_0 = 3, kQ4_0 = 4 };
-
-inline constexpr int kQuantBlock = 32;  // weights per Q8_0 / Q4_0 block
-struct BlockQ8_0 { uint16_t d; int8_t qs[kQuantBlock]; };
-struct BlockQ4_0 { uint16_t d; uint8_t qs[kQuantBlock / 2]; };
-static_assert(sizeof(BlockQ8_0) == 34, "ggml block_q8_0 is 34 bytes");
-static_assert(sizeof(BlockQ4_0) == 18, "ggml block_q4_0 is 18 bytes");
-
-const char* WeightTypeName(WeightType t);
-// Q8_0 or Q4_0: blocks of 32 weights with an f16 scale.
-inline constexpr bool IsQuantizedWeight(WeightType t) { return t == WeightType::kQ8_0 || t == WeightType::kQ4_0; }
-// Bytes of one row of `cols` weights (cols a multiple of 32 for Q8_0/Q4_0).
-size_t WeightRowBytes(WeightType t, size_t cols);
 
 // How a matrix's bytes are laid out.
 //   kRows: row-major, GGUF's: row r starts at data + r·WeightRowBytes(type, cols).

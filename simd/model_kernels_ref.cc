@@ -1,4 +1,4 @@
-// Scalar reference kernels and the weight format table (names, row sizes).
+// Scalar reference kernels for model_kernels.h.
 #include "simd/model_kernels_ref.h"
 
 #include <cmath>
@@ -9,28 +9,6 @@
 #include "simd/kv_format.h"
 
 namespace kvedge {
-
-const char* WeightTypeName(WeightType t) {
-  switch (t) {
-    case WeightType::kF32: return "f32";
-    case WeightType::kF16: return "f16";
-    case WeightType::kBF16: return "bf16";
-    case WeightType::kQ8_0: return "q8_0";
-    case WeightType::kQ4_0: return "q4_0";
-  }
-  return "unknown";
-}
-
-size_t WeightRowBytes(WeightType t, size_t cols) {
-  switch (t) {
-    case WeightType::kF32: return cols * sizeof(float);
-    case WeightType::kF16:
-    case WeightType::kBF16: return cols * sizeof(uint16_t);
-    case WeightType::kQ8_0: return cols / kQuantBlock * sizeof(BlockQ8_0);
-    case WeightType::kQ4_0: return cols / kQuantBlock * sizeof(BlockQ4_0);
-  }
-  return 0;
-}
 
 namespace ref {
 namespace {
@@ -85,18 +63,27 @@ float DequantizeWeight(const MatrixView& w, size_t r, size_t c) {
       const int q = QuantCode(w, r, c, &d);
       return d * static_cast<float>(q);
     }
+    default: {
+      // The block holding c, decoded by the format table (ggml's to_float).
+      const WeightFormat& f = GetWeightFormat(w.type);
+      float block[kSuperBlock];
+      f.dequantize(row + c / f.block * f.block_bytes, block, f.block);
+      return block[c % f.block];
+    }
   }
-  std::abort();
 }
 
 void DequantizeRow(const MatrixView& w, size_t r, float* out) {
+  if (w.layout == WeightLayout::kRows) return DequantizeRow(w.type, RowPtr(w, r), out, w.cols);
   for (size_t c = 0; c < w.cols; ++c) out[c] = DequantizeWeight(w, r, c);
 }
 
 void MatVecRows(const MatrixView& w, const float* x, float* y, size_t row_begin, size_t row_end) {
+  std::vector<float> row(w.cols);
   for (size_t r = row_begin; r < row_end; ++r) {
+    DequantizeRow(w, r, row.data());
     double sum = 0.0;
-    for (size_t c = 0; c < w.cols; ++c) sum += static_cast<double>(DequantizeWeight(w, r, c)) * x[c];
+    for (size_t c = 0; c < w.cols; ++c) sum += static_cast<double>(row[c]) * x[c];
     y[r] = static_cast<float>(sum);
   }
 }

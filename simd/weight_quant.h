@@ -20,6 +20,20 @@ void QuantizeRowQ8_0(const float* x, size_t n, BlockQ8_0* out);
 // d = m / −8 (f16), q = min(15, (int8)(x / d + 8.5)) so w = d·(q − 8) and m
 // maps exactly to code 0. |x − w| ≤ |d|/2 except the clamp at code 15.
 void QuantizeRowQ4_0(const float* x, size_t n, BlockQ4_0* out);
+// The other block formats, transcribed from ggml's reference quantizers
+// without an importance matrix (weight_quant_blocks.cc): the same
+// search heuristics, so the same error on the same data. n a multiple of the
+// type's block size (32 or 256); out: [n / block] blocks.
+void QuantizeRowQ4_1(const float* x, size_t n, BlockQ4_1* out);
+void QuantizeRowQ5_0(const float* x, size_t n, BlockQ5_0* out);
+void QuantizeRowQ5_1(const float* x, size_t n, BlockQ5_1* out);
+void QuantizeRowQ2_K(const float* x, size_t n, BlockQ2_K* out);
+void QuantizeRowQ3_K(const float* x, size_t n, BlockQ3_K* out);
+void QuantizeRowQ4_K(const float* x, size_t n, BlockQ4_K* out);
+void QuantizeRowQ5_K(const float* x, size_t n, BlockQ5_K* out);
+void QuantizeRowQ6_K(const float* x, size_t n, BlockQ6_K* out);
+void QuantizeRowIQ4_NL(const float* x, size_t n, BlockIQ4_NL* out);
+void QuantizeRowIQ4_XS(const float* x, size_t n, BlockIQ4_XS* out);
 // out: [n] IEEE half / bfloat16 bits, round to nearest even.
 void QuantizeRowF16(const float* x, size_t n, uint16_t* out);
 void QuantizeRowBF16(const float* x, size_t n, uint16_t* out);

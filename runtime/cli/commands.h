@@ -18,6 +18,7 @@ CommandRunner RegisterSynthCommand(CLI::App& app);
 CommandRunner RegisterSoakCommand(CLI::App& app);
 CommandRunner RegisterChatTemplateCommand(CLI::App& app);
 CommandRunner RegisterChatCommand(CLI::App& app);
+CommandRunner RegisterQuantizeCommand(CLI::App& app);
 
 }  // namespace kvedge::cli
 

@@ -40,6 +40,7 @@ int RunInfo(const InfoOptions& opt) {
   j["simd_supported"] = r.supported;
   j["simd_dispatch"] = r.chosen;
   j["hardware_threads"] = r.hardware_threads;
+  j["weight_types"] = ReadableWeightTypes();
   if (!opt.json) {
     std::printf("kvedge %s\n", KVEDGE_VERSION);
     std::printf("cpu:               %s (%s)\n", r.cpu.c_str(), r.arch.c_str());
@@ -47,6 +48,7 @@ int RunInfo(const InfoOptions& opt) {
     std::printf("simd supported:    %s\n", Join(r.supported).c_str());
     std::printf("simd dispatch:     %s\n", r.chosen.c_str());
     std::printf("hardware threads:  %d (default -t %d)\n", r.hardware_threads, r.hardware_threads);
+    std::printf("weight types:      %s\n", ReadableWeightTypes().c_str());
   }
   if (!opt.model.model.empty()) {
     // Metadata only: no interleaved copy (generate/bench would make one).
@@ -64,6 +66,21 @@ int RunInfo(const InfoOptions& opt) {
                   {"kv_heads", c.n_kv_heads}, {"head_dim", c.head_dim}, {"rope_dim", c.rope_dim},
                   {"rope_theta", c.rope_theta}, {"vocab", c.vocab_size}, {"context_length", c.context_length},
                   {"weight_bytes", loaded->weights->weight_bytes}};
+    // Matrices per weight type, in the format table's order: "q4_k ×32, q6_k ×5".
+    const ModelWeights& mw = *loaded->weights;
+    int counts[kNumWeightTypes] = {};
+    ++counts[static_cast<int>(mw.token_embedding.type)];
+    if (mw.output.data != mw.token_embedding.data) ++counts[static_cast<int>(mw.output.type)];
+    for (const LayerWeights& l : mw.layers) {
+      for (const MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3, &l.w2}) ++counts[static_cast<int>(m->type)];
+    }
+    std::string mix;
+    for (int t = 0; t < kNumWeightTypes; ++t) {
+      if (counts[t] == 0) continue;
+      const char* name = WeightTypeName(static_cast<WeightType>(t));
+      j["matrix_types"][name] = counts[t];
+      mix += (mix.empty() ? "" : ", ") + std::string(name) + " x" + std::to_string(counts[t]);
+    }
     // What generate/bench do with Q8_0/Q4_0 matrices on this CPU.
     const char* layout = InterleavedWeightsPreferred() && !opt.model.no_repack ? "interleaved16" : "file";
     j["weight_layout"] = layout;
@@ -78,9 +95,12 @@ int RunInfo(const InfoOptions& opt) {
                   c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_theta);
       std::printf("  vocab %d, trained context %d, weights %s\n", c.vocab_size, c.context_length,
                   FormatBytes(loaded->weights->weight_bytes).c_str());
-      std::printf("  Q8_0/Q4_0 layout %s\n", std::string(layout) == "file"
-                                                   ? "as in the file (used in place)"
-                                                   : "interleaved16 (copied at load for the AVX-512 VNNI kernels)");
+      std::printf("  matrices: %s\n", mix.c_str());
+      if (counts[static_cast<int>(WeightType::kQ8_0)] + counts[static_cast<int>(WeightType::kQ4_0)] > 0) {
+        std::printf("  Q8_0/Q4_0 layout %s\n", std::string(layout) == "file"
+                                                     ? "as in the file (used in place)"
+                                                     : "interleaved16 (copied at load for the AVX-512 VNNI kernels)");
+      }
       std::printf("kv plan:           %s\n", plan->Describe().c_str());
       std::printf("  %d tokens per lane fit; an f16 cache of that many tokens needs %s\n", plan->capacity,
                   FormatBytes(plan->F16FullBytes(static_cast<uint64_t>(plan->capacity))).c_str());

@@ -1,5 +1,6 @@
 // The kvedge command line: subcommands in the style of llama.cpp's tools.
 #include <cstdio>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   add(kvedge::cli::RegisterInfoCommand(app));
   add(kvedge::cli::RegisterSynthCommand(app));
   add(kvedge::cli::RegisterSoakCommand(app));
+  add(kvedge::cli::RegisterQuantizeCommand(app));
   add(kvedge::cli::RegisterChatTemplateCommand(app));
   add(kvedge::cli::RegisterChatCommand(app));
   const auto is_command = [&](const char* name) {
@@ -33,7 +35,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (argc > 1 && argv[1][0] != '-' && !is_command(argv[1])) {
-    std::fprintf(stderr, "kvedge: unknown command '%s': use generate, perplexity, bench, info, synth, soak, chat-template or chat\n", argv[1]);
+    std::string names;  // "generate, perplexity, …", from the registered commands
+    for (const auto& [sub, run] : commands) names += (names.empty() ? "" : ", ") + sub->get_name();
+    std::fprintf(stderr, "kvedge: unknown command '%s': use one of %s
+", argv[1], names.c_str());
     return 2;
   }
   try {

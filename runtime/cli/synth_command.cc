@@ -6,6 +6,9 @@
 
 #include "runtime/cli/commands.h"
 #include "runtime/cli/common.h"
+#include "platform/mapped_file.h"
+#include "runtime/model/gguf.h"
+#include "runtime/model/gguf_quantize.h"
 #include "runtime/model/model_export.h"
 #include "simd/model_kernels.h"
 
@@ -49,22 +52,32 @@ int RunSynth(const SynthOptions& opt) {
   }
   StatusOr<SynthShape> shape = opt.shape.empty() ? ParseDims(opt.dims) : SynthPreset(opt.shape);
   if (!shape.ok()) return ReportError("synth", shape.status());
-  WeightType type;
-  if (opt.weights == "f32") {
-    type = WeightType::kF32;
-  } else if (opt.weights == "f16") {
-    type = WeightType::kF16;
-  } else if (opt.weights == "bf16") {
-    type = WeightType::kBF16;
-  } else if (opt.weights == "q8_0") {
-    type = WeightType::kQ8_0;
-  } else if (opt.weights == "q4_0") {
-    type = WeightType::kQ4_0;
+  // A llama-quantize preset (other than the plain q8_0 / q4_0 types): random
+  // F16 weights written beside the output, then quantized with the preset.
+  const QuantizePreset* preset = FindQuantizePreset(opt.weights);
+  const WeightFormat* format = FindWeightFormat(opt.weights);
+  if (preset != nullptr && (format == nullptr || format->kernel != WeightKernel::kInt8)) {
+    const std::string f16 = opt.output + ".f16.tmp";
+    Status st = WriteRandomLlamaGguf(*shape, WeightType::kF16, static_cast<uint64_t>(opt.seed), f16);
+    if (st.ok()) {
+      auto file = MappedFile::Open(f16);
+      st = file.status();
+      if (st.ok()) {
+        auto gguf = GgufFile::Parse(file->data(), file->size(), f16);
+        st = gguf.ok() ? QuantizeGguf(*gguf, opt.output, *preset, nullptr) : gguf.status();
+      }
+    }
+    std::remove(f16.c_str());
+    if (!st.ok()) return ReportError("synth", st);
   } else {
-    return ReportError("synth", InvalidArgument("--weights '" + opt.weights + "' is unknown: use f32, f16, bf16, q8_0 or q4_0"));
+    if (format == nullptr || (format->type != WeightType::kF16 && format->kernel != WeightKernel::kInt8)) {
+      return ReportError("synth", InvalidArgument("--weights '" + opt.weights +
+                                                  "' is unknown: use f16, q8_0, q4_0 or a preset " +
+                                                  QuantizePresetNames()));
+    }
+    const Status st = WriteRandomLlamaGguf(*shape, format->type, static_cast<uint64_t>(opt.seed), opt.output);
+    if (!st.ok()) return ReportError("synth", st);
   }
-  const Status st = WriteRandomLlamaGguf(*shape, type, static_cast<uint64_t>(opt.seed), opt.output);
-  if (!st.ok()) return ReportError("synth", st);
   std::fprintf(stderr, "kvedge synth: wrote %s (%s: dim %d, %d layers, %d heads, %d kv heads, ffn %d, vocab %d, %s)\n",
                opt.output.c_str(), shape->name.c_str(), shape->dim, shape->n_layers, shape->n_heads, shape->n_kv_heads,
                shape->hidden_dim, shape->vocab_size, opt.weights.c_str());
@@ -78,7 +91,7 @@ CommandRunner RegisterSynthCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("synth", "Write a random-weight llama GGUF of a realistic shape");
   sub->add_option("--shape", opt->shape, "Preset: tinyllama-1.1b, llama-7b");
   sub->add_option("--dims", opt->dims, "Custom shape: dim,layers,heads,kv_heads,ffn,vocab,context");
-  sub->add_option("--weights", opt->weights, "Weight type: f32 f16 bf16 q8_0 q4_0 (default q4_0)");
+  sub->add_option("--weights", opt->weights, "Weight type: f16 q8_0 q4_0, or a quantize preset Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_NL IQ4_XS (default q4_0)");
   sub->add_option("-o,--output", opt->output, "Output .gguf file")->required();
   sub->add_option("--seed", opt->seed, "Random seed (default 1)");
   return [opt] { return RunSynth(*opt); };

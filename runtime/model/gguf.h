@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "platform/status.h"
+#include "simd/weight_format.h"  // ggml type ids and block sizes (FindGgmlType)
 
 namespace kvedge {
 
@@ -28,16 +29,6 @@ enum class GgufType : uint32_t {
 const char* GgufTypeName(GgufType t);
 // Bytes of one scalar of type t; 0 for kString / kArray / unknown.
 size_t GgufScalarSize(GgufType t);
-
-// ggml tensor type ids kvedge knows the block size of (others are rejected).
-inline constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ8_0 = 8, kGgmlBF16 = 30;
-struct GgmlTypeInfo {
-  const char* name;      // "Q4_K"
-  uint32_t block;        // elements per block
-  uint32_t block_bytes;  // bytes per block
-};
-// nullptr for ids ggml does not define (or that kvedge does not size).
-const GgmlTypeInfo* FindGgmlType(uint32_t type_id);
 
 // One metadata value. Strings and scalar arrays are views into the file.
 struct GgufValue {

@@ -11,16 +11,7 @@
 
 namespace kvedge {
 
-uint32_t GgmlTypeOf(WeightType t) {
-  switch (t) {
-    case WeightType::kF32: return kGgmlF32;
-    case WeightType::kF16: return kGgmlF16;
-    case WeightType::kBF16: return kGgmlBF16;
-    case WeightType::kQ8_0: return kGgmlQ8_0;
-    case WeightType::kQ4_0: return kGgmlQ4_0;
-  }
-  return kGgmlF32;
-}
+uint32_t GgmlTypeOf(WeightType t) { return GetWeightFormat(t).ggml_type; }
 
 GgufWriter::~GgufWriter() {
   if (out_ != nullptr) std::fclose(out_);
@@ -74,6 +65,26 @@ void GgufWriter::SetStringArray(std::string_view key, const std::vector<std::str
   for (const std::string& v : values) PutString(v);
 }
 
+void GgufWriter::PutValueBody(const GgufValue& v) {
+  if (v.type == GgufType::kString) return PutString(v.str);
+  if (v.type != GgufType::kArray) return Put(&v.bits, GgufScalarSize(v.type));  // little-endian host
+  const uint32_t t = static_cast<uint32_t>(v.elem_type);
+  const uint64_t n = v.count;
+  Put(&t, 4);
+  Put(&n, 8);
+  if (v.elem_type == GgufType::kString) {
+    for (std::string_view s : v.strings) PutString(s);
+  } else if (v.elem_type == GgufType::kArray) {
+    for (const GgufValue& a : v.arrays) PutValueBody(a);
+  } else if (n > 0) {
+    Put(v.elems, n * GgufScalarSize(v.elem_type));
+  }
+}
+
+void GgufWriter::CopyValue(std::string_view key, const GgufValue& v) {
+  if (StartKey(key, v.type)) PutValueBody(v);
+}
+
 void GgufWriter::SetAlignment(uint32_t alignment) {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
     if (error_.ok()) error_ = InvalidArgument("GGUF writer: alignment " + std::to_string(alignment) + " is not a power of two");
@@ -84,13 +95,13 @@ void GgufWriter::SetAlignment(uint32_t alignment) {
 }
 
 void GgufWriter::AddTensor(std::string name, WeightType type, std::vector<uint64_t> ne) {
-  const bool quantized = IsQuantizedWeight(type);
-  if (ne.empty() || ne.size() > kGgufMaxDims || ne[0] == 0 || (quantized && ne[0] % kQuantBlock != 0)) {
+  const WeightFormat& f = GetWeightFormat(type);
+  if (ne.empty() || ne.size() > kGgufMaxDims || ne[0] == 0 || ne[0] % f.block != 0 || f.quantize == nullptr) {
     if (error_.ok()) {
-      error_ = InvalidArgument("GGUF writer: tensor '" + name + "' of type " +
-                               FindGgmlType(GgmlTypeOf(type))->name + " has shape " +
-                               FormatDims(ne.data(), static_cast<int>(ne.size())) +
-                               " (1..4 dims; rows of Q8_0/Q4_0 a multiple of 32)");
+      error_ = InvalidArgument("GGUF writer: tensor '" + name + "' of type " + f.ggml_name + " has shape " +
+                               FormatDims(ne.data(), static_cast<int>(ne.size())) + " (1..4 dims; rows a multiple of " +
+                               std::to_string(f.block) + ")" +
+                               (f.quantize == nullptr ? std::string("; kvedge cannot write this type") : ""));
     }
     return;
   }
@@ -147,6 +158,18 @@ Status GgufWriter::Begin(const std::string& path) {
   return OkStatus();
 }
 
+// Rows [rows_done_, rows_done_ + n) of the current tensor are at `bytes`.
+Status GgufWriter::CommitRows(const void* bytes, uint64_t n) {
+  KVEDGE_RETURN_IF_ERROR(WriteBytes(bytes, n * WeightRowBytes(tensors_[current_].type, tensors_[current_].ne[0])));
+  rows_done_ += n;
+  if (rows_done_ == tensors_[current_].rows) {
+    ++current_;
+    rows_done_ = 0;
+    if (current_ < tensors_.size()) KVEDGE_RETURN_IF_ERROR(Pad());
+  }
+  return OkStatus();
+}
+
 Status GgufWriter::WriteRows(const float* rows, uint64_t n_rows) {
   if (out_ == nullptr) return FailedPrecondition("GGUF writer: WriteRows before Begin");
   while (n_rows > 0) {
@@ -159,25 +182,28 @@ Status GgufWriter::WriteRows(const float* rows, uint64_t n_rows) {
     const uint64_t n = std::min(n_rows, t.rows - rows_done_);
     scratch_.resize(n * row_bytes);
     for (uint64_t r = 0; r < n; ++r) {
-      const float* x = rows + r * cols;
-      uint8_t* y = scratch_.data() + r * row_bytes;
-      switch (t.type) {
-        case WeightType::kF32: std::memcpy(y, x, row_bytes); break;
-        case WeightType::kF16: QuantizeRowF16(x, cols, reinterpret_cast<uint16_t*>(y)); break;
-        case WeightType::kBF16: QuantizeRowBF16(x, cols, reinterpret_cast<uint16_t*>(y)); break;
-        case WeightType::kQ8_0: QuantizeRowQ8_0(x, cols, reinterpret_cast<BlockQ8_0*>(y)); break;
-        case WeightType::kQ4_0: QuantizeRowQ4_0(x, cols, reinterpret_cast<BlockQ4_0*>(y)); break;
-      }
+      GetWeightFormat(t.type).quantize(rows + r * cols, scratch_.data() + r * row_bytes, cols);
     }
-    KVEDGE_RETURN_IF_ERROR(WriteBytes(scratch_.data(), scratch_.size()));
+    KVEDGE_RETURN_IF_ERROR(CommitRows(scratch_.data(), n));
     rows += n * cols;
     n_rows -= n;
-    rows_done_ += n;
-    if (rows_done_ == t.rows) {
-      ++current_;
-      rows_done_ = 0;
-      if (current_ < tensors_.size()) KVEDGE_RETURN_IF_ERROR(Pad());
+  }
+  return OkStatus();
+}
+
+Status GgufWriter::WriteRawRows(const void* data, uint64_t n_rows) {
+  if (out_ == nullptr) return FailedPrecondition("GGUF writer: WriteRawRows before Begin");
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (n_rows > 0) {
+    if (current_ >= tensors_.size()) {
+      return FailedPrecondition("GGUF writer: more rows than the declared tensors hold ('" + path_ + "')");
     }
+    const Tensor& t = tensors_[current_];
+    const uint64_t n = std::min(n_rows, t.rows - rows_done_);
+    const uint64_t bytes = n * WeightRowBytes(t.type, t.ne[0]);
+    KVEDGE_RETURN_IF_ERROR(CommitRows(p, n));
+    p += bytes;
+    n_rows -= n;
   }
   return OkStatus();
 }

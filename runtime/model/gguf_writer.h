@@ -48,6 +48,8 @@ class GgufWriter {
   // `count` packed little-endian scalars of type `elem` (not string/array).
   void SetArray(std::string_view key, GgufType elem, const void* data, size_t count);
   void SetStringArray(std::string_view key, const std::vector<std::string>& values);
+  // Any value read from a GGUF file (scalars, strings, nested arrays), as is.
+  void CopyValue(std::string_view key, const GgufValue& v);
   // Also written as general.alignment (uint32). Power of two; default 32.
   void SetAlignment(uint32_t alignment);
 
@@ -59,6 +61,9 @@ class GgufWriter {
   // Appends `n_rows` rows of ne[0] f32 values to the current tensor,
   // converting/quantizing to its type; moves to the next tensor when full.
   Status WriteRows(const float* rows, uint64_t n_rows);
+  // Appends `n_rows` rows already in the current tensor's type (n_rows ·
+  // WeightRowBytes bytes at `data`), copied as they are.
+  Status WriteRawRows(const void* data, uint64_t n_rows);
   // Checks every tensor was written and closes the file.
   Status Finish();
 
@@ -74,6 +79,9 @@ class GgufWriter {
   bool StartKey(std::string_view key, GgufType type);
   void Put(const void* p, size_t n) { meta_.append(static_cast<const char*>(p), n); }
   void PutString(std::string_view s);
+  void PutValueBody(const GgufValue& v);
+  // Writes n rows of the current tensor from `bytes` and advances.
+  Status CommitRows(const void* bytes, uint64_t n);
   Status WriteBytes(const void* p, size_t n);
   Status Pad();
 

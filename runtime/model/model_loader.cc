@@ -68,18 +68,15 @@ StatusOr<const GgufTensorInfo*> FindShaped(const GgufFile& g, const std::string&
 StatusOr<MatrixView> Matrix(const GgufFile& g, const std::string& name, uint64_t rows, uint64_t cols,
                             uint64_t* bytes) {
   KVEDGE_ASSIGN_OR_RETURN(const GgufTensorInfo* t, FindShaped(g, name, cols, rows, 2));
-  MatrixView m;
-  size_t align;
-  switch (t->type) {
-    case kGgmlF32: m.type = WeightType::kF32, align = 4; break;
-    case kGgmlF16: m.type = WeightType::kF16, align = 2; break;
-    case kGgmlBF16: m.type = WeightType::kBF16, align = 2; break;
-    case kGgmlQ8_0: m.type = WeightType::kQ8_0, align = 2; break;
-    case kGgmlQ4_0: m.type = WeightType::kQ4_0, align = 2; break;
-    default:
-      return Unsupported(TensorWhere(g, *t) + " has type " + FindGgmlType(t->type)->name +
-                         "; kvedge reads matrices of type F32, F16, BF16, Q8_0 or Q4_0");
+  const WeightFormat* format = FindGgmlType(t->type)->format;
+  if (format == nullptr) {
+    return Unsupported(TensorWhere(g, *t) + " has type " + FindGgmlType(t->type)->name +
+                       "; kvedge reads matrices of type " + ReadableWeightTypes());
   }
+  MatrixView m;
+  m.type = format->type;
+  // Float elements are read whole; blocks hold f16 fields at even offsets.
+  const size_t align = format->block == 1 ? format->block_bytes : 2;
   if (reinterpret_cast<uintptr_t>(t->data) % align != 0) {
     return DataLoss(TensorWhere(g, *t) + " data is not " + std::to_string(align) + "-byte aligned (general.alignment " +
                     std::to_string(g.alignment()) + ")");
