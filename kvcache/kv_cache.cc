@@ -558,7 +558,7 @@ namespace kvedge {
 
 KvCache::SinkRows KvCache::Sinks(int layer, int kv_head) const {
   const uint8_t* lane = Lane(layer, kv_head);
-  return SinkRows{reinterpret_cast<const float*>(lane + off_sink_k_), reinterpret_cast<const float*>(lane + off_sink_v_),
+  return SinkRows{reinterpret_cast<const float*>(lane + plan_.lane.sink_keys.offset), reinterpret_cast<const float*>(lane + plan_.lane.sink_values.offset),
                   layers_[static_cast<size_t>(layer)].sinks_filled};
 }
 
@@ -587,28 +587,28 @@ void KvCache::ForEachLaneSpan(const LayerCursor& c, int layer, int kv_head,
   const int heavy_used = (c.heavy_count + G - 1) / G;
   const auto ring_storage = [&](int k) { return plan_.heavy_blocks + (c.ring_head + k) % plan_.ring_blocks; };
   if (c.sinks_filled > 0) {
-    visit(lane + off_sink_k_, static_cast<size_t>(c.sinks_filled) * row);
-    visit(lane + off_sink_v_, static_cast<size_t>(c.sinks_filled) * row);
+    visit(lane + plan_.lane.sink_keys.offset, static_cast<size_t>(c.sinks_filled) * row);
+    visit(lane + plan_.lane.sink_values.offset, static_cast<size_t>(c.sinks_filled) * row);
   }
   if (heavy_used > 0) {
-    visit(lane + off_blocks_k_, static_cast<size_t>(heavy_used) * plan_.key_block_bytes);
-    visit(lane + off_blocks_v_, static_cast<size_t>(heavy_used) * plan_.value_block_bytes);
+    visit(lane + plan_.lane.block_keys.offset, static_cast<size_t>(heavy_used) * plan_.key_block_bytes);
+    visit(lane + plan_.lane.block_values.offset, static_cast<size_t>(heavy_used) * plan_.value_block_bytes);
   }
   for (int k = 0; k < c.ring_count; ++k) {
     const size_t storage = static_cast<size_t>(ring_storage(k));
-    visit(lane + off_blocks_k_ + storage * plan_.key_block_bytes, plan_.key_block_bytes);
-    visit(lane + off_blocks_v_ + storage * plan_.value_block_bytes, plan_.value_block_bytes);
+    visit(lane + plan_.lane.block_keys.offset + storage * plan_.key_block_bytes, plan_.key_block_bytes);
+    visit(lane + plan_.lane.block_values.offset + storage * plan_.value_block_bytes, plan_.value_block_bytes);
   }
   // The whole tail, live slots or not: attention reads (and masks) every slot.
-  visit(lane + off_tail_k_, plan_.tail_key_bytes);
-  visit(lane + off_tail_v_, plan_.tail_value_bytes);
+  visit(lane + plan_.lane.tail_keys.offset, plan_.tail_key_bytes);
+  visit(lane + plan_.lane.tail_values.offset, plan_.tail_value_bytes);
   if (plan_.policy == EvictionPolicy::kH2O) {
-    uint8_t* scores = lane + off_scores_;
+    uint8_t* scores = lane + plan_.lane.scores.offset;
     const size_t block_scores = G * sizeof(float);
     if (heavy_used > 0) visit(scores, static_cast<size_t>(heavy_used) * block_scores);
     for (int k = 0; k < c.ring_count; ++k) visit(scores + static_cast<size_t>(ring_storage(k)) * block_scores, block_scores);
     visit(scores + static_cast<size_t>(plan_.heavy_blocks + plan_.ring_blocks) * block_scores, block_scores);
-    if (c.heavy_count > 0) visit(lane + off_heavy_ids_, static_cast<size_t>(c.heavy_count) * sizeof(int64_t));
+    if (c.heavy_count > 0) visit(lane + plan_.lane.heavy_ids.offset, static_cast<size_t>(c.heavy_count) * sizeof(int64_t));
   }
 }
 
@@ -706,7 +706,7 @@ Status KvCache::Restore(const std::vector<LayerCursor>& cursors, FunctionRef<Sta
       if (!status.ok() || c.heavy_count == 0) continue;
       // Heavy hitters: distinct stream indices in increasing order, after the
       // sinks and before the oldest ring token.
-      const int64_t* ids = reinterpret_cast<const int64_t*>(Lane(l, h) + off_heavy_ids_);
+      const int64_t* ids = reinterpret_cast<const int64_t*>(Lane(l, h) + plan_.lane.heavy_ids.offset);
       const int64_t ring_first = c.seen - c.tail_count - static_cast<int64_t>(c.ring_count) * G + c.first_valid;
       for (int j = 0; j < c.heavy_count && status.ok(); ++j) {
         const int64_t lo = j == 0 ? c.sinks_filled : ids[j - 1] + 1;

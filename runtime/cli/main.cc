@@ -37,8 +37,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && argv[1][0] != '-' && !is_command(argv[1])) {
     std::string names;  // "generate, perplexity, …", from the registered commands
     for (const auto& [sub, run] : commands) names += (names.empty() ? "" : ", ") + sub->get_name();
-    std::fprintf(stderr, "kvedge: unknown command '%s': use one of %s
-", argv[1], names.c_str());
+    std::fprintf(stderr, "kvedge: unknown command '%s': use one of %s\n", argv[1], names.c_str());
     return 2;
   }
   try {
