@@ -282,7 +282,7 @@ kvedge_status kvedge_token_piece(const kvedge_model* model, int32_t prev_token, 
                       std::to_string(tok.vocab_size() - 1) + ")");
     }
     // Control tokens are not text; DecodePiece would render BOS as "\n<s>\n".
-    const bool control = token == tok.bos() || token == tok.eos();
+    const bool control = (tok.attributes(token) & kvedge::kTokenAttrControl) != 0;
     const std::string_view p = control ? std::string_view("") : tok.DecodePiece(prev_token, token);
     *piece = p.data();
     *len = p.size();
@@ -431,7 +431,7 @@ kvedge_status kvedge_session_generate(kvedge_session* session, int32_t max_token
     for (int32_t i = 0; ready == KVEDGE_OK && i < max_tokens; ++i) {
       const int prev = session->last_token;
       const int token = session->sampler.Sample(session->session->Logits());
-      if (token == tok.eos()) break;
+      if (tok.IsEndOfGeneration(token)) break;
       ready = kvedge::FeedTokens(*session, &token, 1, fn);
       if (ready != KVEDGE_OK) break;
       if (n_generated != nullptr) *n_generated = i + 1;

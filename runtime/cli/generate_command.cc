@@ -86,7 +86,7 @@ int RunGenerate(const GenerateOptions& opt) {
   int prev = ids->back();
   while (status.ok() && out_ok && !g_interrupted.load() && (opt.n_predict < 0 || generated < opt.n_predict)) {
     const int next = sampler->Sample(s.Logits());
-    if (next == tok.eos()) break;
+    if (tok.IsEndOfGeneration(next)) break;  // EOS, EOT, <|im_end|>…
     const std::string_view piece = tok.DecodePiece(prev, next);
     out_ok = Emit(piece.data(), piece.size());
     status = s.Feed(&next, 1);
