@@ -16,6 +16,7 @@ CommandRunner RegisterPerplexityCommand(CLI::App& app);
 CommandRunner RegisterBenchCommand(CLI::App& app);
 CommandRunner RegisterSynthCommand(CLI::App& app);
 CommandRunner RegisterSoakCommand(CLI::App& app);
+CommandRunner RegisterTokenizeCommand(CLI::App& app);
 
 }  // namespace kvedge::cli
 

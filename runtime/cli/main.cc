@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   add(kvedge::cli::RegisterInfoCommand(app));
   add(kvedge::cli::RegisterSynthCommand(app));
   add(kvedge::cli::RegisterSoakCommand(app));
+  add(kvedge::cli::RegisterTokenizeCommand(app));
   const auto is_command = [&](const char* name) {
     for (const auto& [sub, run] : commands) {
       if (sub->get_name() == name) return true;
@@ -31,7 +32,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (argc > 1 && argv[1][0] != '-' && !is_command(argv[1])) {
-    std::fprintf(stderr, "kvedge: unknown command '%s': use generate, perplexity, bench, info, synth or soak\n", argv[1]);
+    std::fprintf(stderr, "kvedge: unknown command '%s': use generate, perplexity, bench, info, synth, soak or tokenize\n", argv[1]);
     return 2;
   }
   try {

@@ -125,10 +125,11 @@ StatusOr<PreTokenizer> PreTokenizer::Create(std::string_view name) {
   }
   if (def == nullptr) {
     std::string known;
-    for (const std::string& n : KnownNames()) known += (known.empty() ? "" : ", ") + n;
+    for (const PreDefinition& d : Definitions()) known.append(known.empty() ? "" : ", ").append(d.names[0]);
     return Unsupported("unknown pre-tokenizer '" + std::string(name.substr(0, 64)) +
-                           "' (tokenizer.ggml.pre); kvedge knows: " + known +
-                           ". Override with --tokenizer-pre NAME if the vocabulary is one of these");
+                       "' (tokenizer.ggml.pre); kvedge knows " + known +
+                       " and llama.cpp's other names for these. Override with --tokenizer-pre NAME if the "
+                       "vocabulary is one of them");
   }
   PreTokenizer p;
   p.name_ = name.empty() ? "default" : std::string(name);

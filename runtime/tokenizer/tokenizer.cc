@@ -87,6 +87,10 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const GgufFile& g, std::s
                     " tokens (expected 1..16777216)");
   }
   const bool bpe = model->str == "gpt2";
+  if (!pre_override.empty() && !bpe) {
+    return InvalidArgument(g.name() + ": a pre-tokenizer override applies to byte-level BPE ('gpt2') vocabularies; "
+                           "this one is '" + std::string(model->str.substr(0, 64)) + "'");
+  }
   VocabSpec spec;
   spec.model = std::string(model->str);
   KVEDGE_ASSIGN_OR_RETURN(spec.pre, StringKey(g, "tokenizer.ggml.pre"));
@@ -139,14 +143,20 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const ModelWeights& model, co
                                                    std::string_view pre_override) {
   std::unique_ptr<Tokenizer> t;
   if (!tokenizer_bin_path.empty()) {
+    if (!pre_override.empty()) {
+      return InvalidArgument("a pre-tokenizer override applies to byte-level BPE (GGUF 'gpt2') vocabularies, not to "
+                             "a llama2.c tokenizer.bin");
+    }
     KVEDGE_ASSIGN_OR_RETURN(t, LoadLlama2cTokenizer(tokenizer_bin_path, model.config.vocab_size));
   } else if (model.format == "gguf") {
     KVEDGE_ASSIGN_OR_RETURN(GgufFile g, GgufFile::Parse(model.source, model.source_size,
                                                                model.file.path().empty() ? model.config.name : model.file.path()));
     KVEDGE_ASSIGN_OR_RETURN(t, LoadGgufTokenizer(g, pre_override));
   } else {
+    // Nothing beside the file is taken on trust: a tokenizer.bin of the same
+    // size may belong to another model and would silently garble the text.
     return InvalidArgument("model '" + model.config.name +
-                           "' is a llama2.c checkpoint without a vocabulary: give its tokenizer.bin");
+                           "' is a llama2.c checkpoint without a vocabulary: give its tokenizer.bin with --tokenizer");
   }
   if (t->vocab_size() != model.config.vocab_size) {
     return InvalidArgument("tokenizer has " + std::to_string(t->vocab_size()) + " tokens but model '" +

@@ -10,6 +10,7 @@
 
 #include "platform/mapped_file.h"
 #include "runtime/model/gguf.h"
+#include "runtime/model/gguf_writer.h"
 #include "runtime/model/model_loader.h"
 #include "runtime/tokenizer/spm_tokenizer.h"
 #include "runtime/tokenizer/pre_tokenizer.h"
@@ -474,6 +475,33 @@ TEST(VocabTokenizerTest, Llama3SpecialTokens) {
   EXPECT_EQ(dynamic_cast<const VocabTokenizer&>(**t).pre(), "llama-bpe");
   // Llama 3 splits " IT'S" as " IT" + "'S"; GPT-2's lower-case contractions leave "'" and "S" apart.
   EXPECT_NE(*(*gpt2)->Encode(" IT'S", false), *(*t)->Encode(" IT'S", false));
+}
+
+// A vocabulary-only GGUF naming a pre-tokenizer kvedge does not know is
+// refused with its name, never tokenized with another split.
+TEST(VocabTokenizerTest, UnknownPreInFileIsRefused) {
+  const std::string path = testing::TempDir() + "/unknown_pre.gguf";
+  {
+    GgufWriter w;
+    w.SetString("general.architecture", "llama");
+    w.SetString("tokenizer.ggml.model", "gpt2");
+    w.SetString("tokenizer.ggml.pre", "llama-9");
+    w.SetStringArray("tokenizer.ggml.tokens", Gpt2Vocab({"a b"}));
+    w.SetStringArray("tokenizer.ggml.merges", {"a b"});
+    ASSERT_TRUE(w.Begin(path).ok());
+    ASSERT_TRUE(w.Finish().ok());
+  }
+  auto file = MappedFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  auto gguf = GgufFile::Parse(file->data(), file->size(), path);
+  ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
+  auto t = LoadGgufTokenizer(*gguf);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(t.status().message().find("unknown pre-tokenizer 'llama-9'"), std::string::npos) << t.status().message();
+  auto overridden = LoadGgufTokenizer(*gguf, "gpt-2");
+  ASSERT_TRUE(overridden.ok()) << overridden.status().ToString();
+  EXPECT_EQ(*(*overridden)->Encode("ab", false), std::vector<int>{256});  // the merge "a b"
 }
 
 }  // namespace
