@@ -87,7 +87,7 @@ std::unique_ptr<kvedge::Tokenizer> SyntheticBpe(const std::string& pre) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  for (const std::string& pre : {"default", "llama-bpe", "dbrx", "deepseek-llm", "deepseek-coder", "falcon", "gpt-2",
+  for (const char* pre : {"default", "llama-bpe", "dbrx", "deepseek-llm", "deepseek-coder", "falcon", "gpt-2",
                                  "starcoder", "qwen2", "tekken"}) {
     g_tokenizers.push_back({SyntheticBpe(pre), true});
   }
