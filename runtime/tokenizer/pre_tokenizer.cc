@@ -21,12 +21,15 @@ constexpr const char* kLlama3 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr const char* kQwen2 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-// Mistral's tekken: llama.cpp's std::regex form of
-// [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|... ("a letter other
-// than a-z" / "other than A-Z"), which is what llama.cpp runs and so what
-// its ids follow.
+// Mistral's tekken. tokenizer.json has
+//   [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|...
+// llama.cpp runs "a letter other than a-z" / "other than A-Z" instead
+// (((?=[\p{L}])([^a-z]))*...), so its ids follow that; written here as the
+// equivalent single classes [^\P{L}a-z] / [^\P{L}A-Z], which PCRE2 repeats
+// without a stack frame per letter (the group form overflows the JIT stack
+// on a few hundred letters).
 constexpr const char* kTekken =
-    R"([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    R"([^\r\n\p{L}\p{N}]?[^\P{L}a-z]*[^\P{L}A-Z]+|[^\r\n\p{L}\p{N}]?[^\P{L}a-z]+[^\P{L}A-Z]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr const char* kCjk = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+";
 constexpr const char* kDeepseekLlmLetters =
     "\\s?[A-Za-z\u00b5\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af\u0370-\u0373"
@@ -153,7 +156,7 @@ StatusOr<PreTokenizer> PreTokenizer::Create(std::string_view name) {
   return p;
 }
 
-std::vector<size_t> PreTokenizer::Split(std::string_view text) const {
+StatusOr<std::vector<size_t>> PreTokenizer::Split(std::string_view text) const {
   std::vector<size_t> pieces;
   if (!text.empty()) pieces.push_back(text.size());
   std::vector<size_t> next;
@@ -166,8 +169,18 @@ std::vector<size_t> PreTokenizer::Split(std::string_view text) const {
       size_t pos = 0;   // next search offset in the piece
       size_t done = 0;  // end of the last emitted piece
       while (pos < len) {
-        const int rc = pcre2_match(regex->code, subject, len, pos, PCRE2_NO_UTF_CHECK, match, nullptr);
-        if (rc < 0) break;  // no further match (limits do not trigger on these patterns)
+        int rc = pcre2_match(regex->code, subject, len, pos, PCRE2_NO_UTF_CHECK, match, nullptr);
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {  // the interpreter keeps its frames on the heap
+          rc = pcre2_match(regex->code, subject, len, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, match, nullptr);
+        }
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) {
+          pcre2_match_data_free(match);
+          PCRE2_UCHAR message[256];
+          pcre2_get_error_message(rc, message, sizeof(message));
+          return ResourceExhausted("pre-tokenizer '" + name_ + "': cannot split the text at byte " +
+                                   std::to_string(start + pos) + ": " + reinterpret_cast<const char*>(message));
+        }
         const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(match);
         if (ov[1] == ov[0]) {  // an empty match splits nothing: step over one code point
           pos = ov[0] + 1;

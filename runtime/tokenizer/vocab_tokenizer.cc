@@ -370,7 +370,7 @@ StatusOr<std::vector<int>> VocabTokenizer::Encode(std::string_view text, const E
     }
     const std::string_view piece = text.substr(f.begin, f.len);
     if (is_bpe()) {
-      EncodeBpe(piece, &out);
+      KVEDGE_RETURN_IF_ERROR(EncodeBpe(piece, &out));
     } else {
       std::string escaped = add_space_prefix_ && prev_special ? " " : "";
       escaped.append(piece);
@@ -438,9 +438,9 @@ void VocabTokenizer::EncodeSpm(std::string_view text, std::vector<int>* out) con
   }
 }
 
-void VocabTokenizer::EncodeBpe(std::string_view text, std::vector<int>* out) const {
+Status VocabTokenizer::EncodeBpe(std::string_view text, std::vector<int>* out) const {
   const std::string clean = ReplaceInvalidUtf8(text);
-  const std::vector<size_t> lengths = pre_->Split(clean);
+  KVEDGE_ASSIGN_OR_RETURN(const std::vector<size_t> lengths, pre_->Split(clean));
   std::string word;
   size_t start = 0;
   for (const size_t len : lengths) {
@@ -449,6 +449,7 @@ void VocabTokenizer::EncodeBpe(std::string_view text, std::vector<int>* out) con
     EncodeBpeWord(word, out);
     start += len;
   }
+  return OkStatus();
 }
 
 void VocabTokenizer::EncodeBpeWord(const std::string& word, std::vector<int>* out) const {

@@ -58,7 +58,7 @@ class VocabTokenizer final : public Tokenizer {
   VocabTokenizer() = default;
   int Find(std::string_view text) const;
   void EncodeSpm(std::string_view text, std::vector<int>* out) const;
-  void EncodeBpe(std::string_view text, std::vector<int>* out) const;
+  Status EncodeBpe(std::string_view text, std::vector<int>* out) const;
   void EncodeBpeWord(const std::string& word, std::vector<int>* out) const;
 
   std::unordered_map<std::string_view, int> ids_;    // views into pieces_
