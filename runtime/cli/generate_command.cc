@@ -60,8 +60,12 @@ int RunGenerate(const GenerateOptions& opt) {
   const Tokenizer& tok = *loaded->tokenizer;
   auto session_options = MakeSessionOptions(opt.kv, model.config);
   if (!session_options.ok()) return ReportError("generate", session_options.status());
-  auto ids = tok.Encode(prompt, /*add_bos=*/true);
+  auto ids = tok.Encode(prompt, /*add_special=*/true);
   if (!ids.ok()) return ReportError("generate", ids.status());
+  if (ids->empty()) {  // an empty prompt where the vocabulary adds no BOS (GPT-2 style)
+    if (tok.bos() < 0) return ReportError("generate", InvalidArgument("empty prompt and no BOS token: give -p TEXT"));
+    ids->push_back(tok.bos());
+  }
   SamplerOptions so;
   so.temperature = opt.temperature;
   so.top_k = opt.top_k;
