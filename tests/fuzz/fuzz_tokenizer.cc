@@ -62,7 +62,7 @@ void Check(const Checked& c, std::string_view text, bool parse_special) {
   }
 }
 
-// The 256 byte symbols, a few merges, a user-defined and a control token.
+// The 256 byte symbols, a few merges, a user-defined and two control tokens.
 std::unique_ptr<kvedge::Tokenizer> SyntheticBpe(const std::string& pre) {
   kvedge::VocabSpec spec;
   spec.model = "gpt2";
@@ -79,6 +79,10 @@ std::unique_ptr<kvedge::Tokenizer> SyntheticBpe(const std::string& pre) {
   spec.types.push_back(4);
   spec.tokens.push_back("<|im_end|>");
   spec.types.push_back(3);
+  // BOS/EOS of its own: llama.cpp's BPE default BOS is id 11, here the byte '\v'.
+  spec.tokens.push_back("<|endoftext|>");
+  spec.types.push_back(3);
+  spec.bos = spec.eos = static_cast<int64_t>(spec.tokens.size()) - 1;
   auto t = kvedge::VocabTokenizer::Create(std::move(spec));
   if (!t.ok()) __builtin_trap();
   return std::move(t).value();
