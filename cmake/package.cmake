@@ -13,15 +13,18 @@ if(NOT KVEDGE_ABI_VERSION MATCHES "^[0-9]+$")
 endif()
 
 # External libraries the C API's code links, as the installed package finds
-# them: target -> find_dependency() arguments | pkg-config module or -l flag.
+# them: target | CMake code that defines it in a consumer | pkg-config module
+# or -l flag (a target may take several rows, run in order).
 # A library that kvedge_runtime comes to link must be added here, or the
 # static library's consumers (scripts/test-install.sh) fail to link.
 set(_kvedge_external_deps
-  "hwy::hwy|hwy 1.0.3 CONFIG|libhwy"
-  "hwy::hwy_contrib|hwy 1.0.3 CONFIG|libhwy-contrib"
-  "TBB::tbb|TBB CONFIG|tbb"
-  "mimalloc|mimalloc CONFIG|-lmimalloc"
-  "Threads::Threads|Threads|-pthread")
+  "hwy::hwy|find_dependency(hwy 1.0.3 CONFIG)|libhwy"
+  "hwy::hwy_contrib|find_dependency(hwy 1.0.3 CONFIG)|libhwy-contrib"
+  "TBB::tbb|find_dependency(TBB CONFIG)|tbb"
+  "mimalloc|find_dependency(mimalloc CONFIG)|-lmimalloc"
+  "Threads::Threads|find_dependency(Threads)|-pthread"
+  "PkgConfig::PCRE2|find_dependency(PkgConfig)|libpcre2-8"
+  "PkgConfig::PCRE2|pkg_check_modules(PCRE2 REQUIRED QUIET IMPORTED_TARGET libpcre2-8)|libpcre2-8")
 # Header-only libraries: needed to compile kvedge, never by its consumers.
 set(_kvedge_header_only_deps nlohmann_json::nlohmann_json)
 
@@ -72,7 +75,7 @@ foreach(_dep IN LISTS _kvedge_external)
     if(_target STREQUAL _dep)
       set(_known TRUE)
       list(APPEND _kvedge_static_links ${_target})
-      list(APPEND _kvedge_find_dependencies "find_dependency(${_find})")
+      list(APPEND _kvedge_find_dependencies "${_find}")
       if(_pc MATCHES "^-")
         string(APPEND _kvedge_pc_libs " ${_pc}")
       else()

@@ -137,9 +137,10 @@ static inline kvedge_status kvedge_model_get_info(const kvedge_model* model, kve
  * is non-zero. *n_tokens receives the number of ids the text needs; they are
  * written to out[0 .. *n_tokens) if that fits in `capacity`, else
  * KVEDGE_BUFFER_TOO_SMALL is returned and nothing is written (so out = NULL,
- * capacity = 0 asks for the size). Errors: INVALID_ARGUMENT (NULL text or
- * n_tokens, out NULL with capacity > 0, invalid UTF-8 with its byte offset).
- * Thread-safe. */
+ * capacity = 0 asks for the size). Bytes that are not valid UTF-8 are
+ * tokenized as llama.cpp does (byte tokens, or U+FFFD in byte-level BPE).
+ * Errors: INVALID_ARGUMENT (NULL text or n_tokens, out NULL with
+ * capacity > 0). Thread-safe. */
 KVEDGE_API kvedge_status kvedge_tokenize(const kvedge_model* model, const char* text, int add_bos, int32_t* out,
                                          size_t capacity, size_t* n_tokens);
 

@@ -26,7 +26,7 @@ source "${root}/scripts/fuzz-seeds.sh"
 declare -A sources=(
   [fuzz_gguf]="runtime/model/gguf.cc runtime/model/model_loader.cc runtime/tokenizer/tokenizer.cc"
   [fuzz_llama2c]="runtime/model/llama2c.cc"
-  [fuzz_tokenizer]="runtime/tokenizer/tokenizer.cc runtime/tokenizer/spm_tokenizer.cc runtime/tokenizer/gpt2_tokenizer.cc runtime/tokenizer/utf8.cc"
+  [fuzz_tokenizer]="runtime/tokenizer/tokenizer.cc runtime/tokenizer/spm_tokenizer.cc runtime/tokenizer/vocab_tokenizer.cc runtime/tokenizer/pre_tokenizer.cc runtime/tokenizer/utf8.cc"
   [fuzz_cli_parse]="runtime/cli/common.cc platform/memory.cc simd/kv_format.cc kvcache/kv_cache_plan.cc"
   [fuzz_jinja]="runtime/chat/jinja_parser.cc runtime/chat/jinja_render.cc runtime/chat/jinja_value.cc"
 )
@@ -34,14 +34,14 @@ declare -A sources=(
 declare -A entries=(
   [fuzz_gguf]="kvedge::GgufFile::Parse kvedge::LoadGgufModel kvedge::LoadGgufTokenizer kvedge::LoadModelFromMemory"
   [fuzz_llama2c]="kvedge::ReadLlama2c"
-  [fuzz_tokenizer]="kvedge::ParseLlama2cTokenizer kvedge::SpmTokenizer::Create kvedge::SpmTokenizer::Encode kvedge::Gpt2Tokenizer::Encode kvedge::Gpt2Tokenizer::EncodeWord kvedge::Tokenizer::Decode kvedge::Tokenizer::DecodePiece kvedge::FindInvalidUtf8 kvedge::DecodeUtf8"
+  [fuzz_tokenizer]="kvedge::ParseLlama2cTokenizer kvedge::SpmTokenizer::Create kvedge::SpmTokenizer::Encode kvedge::VocabTokenizer::Encode kvedge::VocabTokenizer::EncodeSpm kvedge::VocabTokenizer::EncodeBpeWord kvedge::PreTokenizer::Split kvedge::Tokenizer::Decode kvedge::Tokenizer::DecodePiece kvedge::FindInvalidUtf8 kvedge::DecodeUtf8"
   [fuzz_cli_parse]="kvedge::ParseByteSize kvedge::ParseKvFormat kvedge::ParseEvictionPolicy kvedge::cli::MakeSessionOptions kvedge::PlanKvCache"
   [fuzz_jinja]="kvedge::jinja::ParseTemplate kvedge::jinja::Template::Render"
 )
 declare -A drives=(
   [fuzz_gguf]="\`GgufFile::Parse\`, \`LoadGgufModel\`, \`LoadGgufTokenizer\` + encode/decode, \`LoadModelFromMemory\`"
   [fuzz_llama2c]="\`ReadLlama2c\` (header, weight views; touches both ends of the views)"
-  [fuzz_tokenizer]="\`ParseLlama2cTokenizer\` on the input + encode/decode with it; SPM (tok512) and GPT-2 byte-level round trip of the input (exact for valid UTF-8, an error otherwise)"
+  [fuzz_tokenizer]="\`ParseLlama2cTokenizer\` on the input + encode/decode with it; round trip of the input (invalid UTF-8 as U+FFFD in byte-level BPE) through tok512, a byte-level vocabulary under every pre-tokenizer family (with and without special parsing) and the kit's llama-spm, gpt-2 and llama-bpe vocabularies"
   [fuzz_cli_parse]="\`ParseByteSize\`, \`ParseKvFormat\`, \`ParseEvictionPolicy\`, \`MakeSessionOptions\`, \`PlanKvCache\` (arena ≤ budget)"
   [fuzz_jinja]="\`Template::Parse\` + \`Template::Render\` (twice: deterministic, output ≤ limit) with a fixed conversation"
 )

@@ -367,7 +367,7 @@ kvedge_status kvedge_token_piece(const kvedge_model* model, int32_t prev_token, 
                       std::to_string(tok.vocab_size() - 1) + ")");
     }
     // Control tokens are not text; DecodePiece would render BOS as "\n<s>\n".
-    const bool control = token == tok.bos() || token == tok.eos();
+    const bool control = (tok.attributes(token) & kvedge::kTokenAttrControl) != 0;
     const std::string_view p = control ? std::string_view("") : tok.DecodePiece(prev_token, token);
     *piece = p.data();
     *len = p.size();

@@ -45,28 +45,6 @@ std::string MessagesJson(const std::vector<ChatMessage>& messages) {
   return a.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-// Control tokens written by the template ("<|im_start|>") must become their
-// ids. Tokenizers that take EncodeOptions (parse_special) get it; the older
-// Encode(text, add_bos) spells them out in ordinary tokens.
-template <typename T>
-auto EncodeSpecial(const T& t, std::string_view text, bool add_special, int)
-    -> decltype(t.Encode(text, {add_special, true})) {
-  return t.Encode(text, {add_special, true});
-}
-template <typename T>
-StatusOr<std::vector<int>> EncodeSpecial(const T& t, std::string_view text, bool add_special, long) {
-  return t.Encode(text, add_special);
-}
-// End-of-generation ids: the tokenizer's set when it has one, else EOS.
-template <typename T>
-auto EndOfGeneration(const T& t, int) -> decltype(t.IsEndOfGeneration(0), std::function<bool(int)>()) {
-  return [&t](int id) { return t.IsEndOfGeneration(id); };
-}
-template <typename T>
-std::function<bool(int)> EndOfGeneration(const T& t, long) {
-  return [eos = t.eos()](int id) { return id == eos; };
-}
-
 std::string Hex(std::string_view s) {
   static const char kDigits[] = "0123456789abcdef";
   std::string out;
@@ -146,7 +124,6 @@ StatusOr<std::unique_ptr<Conversation>> Conversation::Create(const Tokenizer& to
   }
   GeneratorOptions go;
   if (!end_of_turn.empty()) go.stop_strings.push_back(end_of_turn);
-  go.is_end_of_generation = EndOfGeneration(tokenizer, 0);
   KVEDGE_ASSIGN_OR_RETURN(Generator generator, Generator::Create(tokenizer, std::move(go)));
   std::unique_ptr<Conversation> c(new Conversation(tokenizer, std::move(session), std::move(sampler),
                                                    std::move(options), std::move(end_of_turn), std::move(generator)));
@@ -184,11 +161,11 @@ StatusOr<std::string> Conversation::Render(bool add_generation_prompt) const {
 StatusOr<std::vector<int>> Conversation::Tokenize(std::string_view text, bool first) const {
   if (first && !options_.bos_token.empty() && tokenizer_->bos() >= 0 && text.starts_with(options_.bos_token)) {
     KVEDGE_ASSIGN_OR_RETURN(std::vector<int> ids,
-                            EncodeSpecial(*tokenizer_, text.substr(options_.bos_token.size()), false, 0));
+                            tokenizer_->Encode(text.substr(options_.bos_token.size()), EncodeOptions{false, /*parse_special=*/true}));
     ids.insert(ids.begin(), tokenizer_->bos());
     return ids;
   }
-  return EncodeSpecial(*tokenizer_, text, first, 0);
+  return tokenizer_->Encode(text, EncodeOptions{first, /*parse_special=*/true});
 }
 
 void Conversation::ClearCache() {

@@ -19,6 +19,7 @@ CommandRunner RegisterSoakCommand(CLI::App& app);
 CommandRunner RegisterChatTemplateCommand(CLI::App& app);
 CommandRunner RegisterChatCommand(CLI::App& app);
 CommandRunner RegisterQuantizeCommand(CLI::App& app);
+CommandRunner RegisterTokenizeCommand(CLI::App& app);
 
 }  // namespace kvedge::cli
 

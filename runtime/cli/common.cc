@@ -18,6 +18,8 @@ void AddModelFlags(CLI::App* app, ModelFlags* f, bool required) {
   auto* m = app->add_option("-m,--model", f->model, "Model file: GGUF, or a llama2.c .bin checkpoint");
   if (required) m->required();
   app->add_option("--tokenizer", f->tokenizer, "llama2.c tokenizer.bin (for .bin models; GGUF carries its own)");
+  app->add_option("--tokenizer-pre", f->tokenizer_pre,
+                  "Pre-tokenizer to use instead of the GGUF's tokenizer.ggml.pre (llama-bpe, qwen2, gpt-2…)");
   app->add_flag("--no-repack", f->no_repack,
                 "Use Q8_0/Q4_0 weights in place from the file instead of copying them into the interleaved "
                 "layout the AVX-512 VNNI kernels read faster (shares the page cache, slower on those CPUs)");
@@ -131,19 +133,7 @@ StatusOr<LoadedModel> LoadModelAndTokenizer(const ModelFlags& f, bool need_token
   load.interleave = !f.no_repack;
   KVEDGE_ASSIGN_OR_RETURN(out.weights, LoadModel(f.model, load));
   if (!need_tokenizer) return out;
-  std::string tok_path = f.tokenizer;
-  const bool is_gguf = f.model.size() >= 5 && f.model.compare(f.model.size() - 5, 5, ".gguf") == 0;
-  if (tok_path.empty() && !is_gguf) {
-    const auto dir = std::filesystem::path(f.model).parent_path();
-    for (const char* name : {"tokenizer.bin", "tok512.bin"}) {
-      std::error_code ec;
-      if (std::filesystem::is_regular_file(dir / name, ec)) {
-        tok_path = (dir / name).string();
-        break;
-      }
-    }
-  }
-  auto tok = LoadTokenizer(*out.weights, tok_path);
+  auto tok = LoadTokenizer(*out.weights, f.tokenizer, f.tokenizer_pre);
   if (!tok.ok()) return tok.status();
   out.tokenizer = std::move(tok).value();
   return out;

@@ -16,10 +16,11 @@
 
 namespace kvedge::cli {
 
-// -m / --tokenizer.
+// -m / --tokenizer / --tokenizer-pre.
 struct ModelFlags {
   std::string model;
   std::string tokenizer;
+  std::string tokenizer_pre;  // replaces the GGUF's tokenizer.ggml.pre
   bool no_repack = false;  // keep Q8_0/Q4_0 matrices in the file's layout
 };
 void AddModelFlags(CLI::App* app, ModelFlags* f, bool required);
@@ -56,8 +57,9 @@ struct LoadedModel {
   std::unique_ptr<ModelWeights> weights;
   std::unique_ptr<Tokenizer> tokenizer;
 };
-// Loads the model and its tokenizer (GGUF's own, or --tokenizer; for a
-// llama2.c .bin without --tokenizer, tokenizer.bin / tok512.bin beside it).
+// Loads the model and its tokenizer: --tokenizer when given, else the GGUF's
+// embedded vocabulary. A llama2.c .bin carries none and needs --tokenizer: a
+// tokenizer.bin lying beside it is not proof that it is the model's.
 StatusOr<LoadedModel> LoadModelAndTokenizer(const ModelFlags& f, bool need_tokenizer);
 
 // Reads a whole text file. Errors name the path.

@@ -86,8 +86,12 @@ int RunGenerate(const GenerateOptions& opt) {
     }
   }
   // BOS starts a stream; a continued one goes on from its last token.
-  auto ids = tok.Encode(prompt, /*add_bos=*/s.tokens_fed() == 0);
+  auto ids = tok.Encode(prompt, /*add_special=*/s.tokens_fed() == 0);
   if (!ids.ok()) return ReportError("generate", ids.status());
+  if (ids->empty() && s.tokens_fed() == 0) {  // an empty prompt where the vocabulary adds no BOS (GPT-2 style)
+    if (tok.bos() < 0) return ReportError("generate", InvalidArgument("empty prompt and no BOS token: give -p TEXT"));
+    ids->push_back(tok.bos());
+  }
 
   ::signal(SIGPIPE, SIG_IGN);
   struct sigaction sa = {};

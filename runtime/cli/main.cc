@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   add(kvedge::cli::RegisterQuantizeCommand(app));
   add(kvedge::cli::RegisterChatTemplateCommand(app));
   add(kvedge::cli::RegisterChatCommand(app));
+  add(kvedge::cli::RegisterTokenizeCommand(app));
   const auto is_command = [&](const char* name) {
     for (const auto& [sub, run] : commands) {
       if (sub->get_name() == name) return true;

@@ -138,7 +138,7 @@ StatusOr<Generator> Generator::Create(const Tokenizer& tokenizer, GeneratorOptio
   for (int t = 0; t < tokenizer.vocab_size(); ++t) max_piece = std::max(max_piece, tokenizer.DecodePiece(-1, t).size());
   KVEDGE_ASSIGN_OR_RETURN(TextStream text, TextStream::Create(std::move(options.stop_strings), max_piece));
   if (!options.is_end_of_generation) {
-    options.is_end_of_generation = [eos = tokenizer.eos()](int t) { return t == eos; };
+    options.is_end_of_generation = [&tokenizer](int t) { return tokenizer.IsEndOfGeneration(t); };
   }
   return Generator(tokenizer, std::move(options), std::move(text));
 }

@@ -77,7 +77,7 @@ struct GeneratorOptions {
   // The output ends before the first occurrence of any of these.
   std::vector<std::string> stop_strings;
   // End-of-generation ids (EOS, and EOG ids such as <|eot_id|> when the
-  // tokenizer knows them). Unset: the tokenizer's eos().
+  // tokenizer knows them). Unset: the tokenizer's IsEndOfGeneration.
   std::function<bool(int)> is_end_of_generation;
 };
 

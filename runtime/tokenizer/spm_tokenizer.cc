@@ -3,6 +3,7 @@
 // O(n²) rescans).
 #include "runtime/tokenizer/spm_tokenizer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <queue>
 #include <utility>
@@ -80,6 +81,11 @@ StatusOr<std::unique_ptr<SpmTokenizer>> SpmTokenizer::Create(std::vector<std::st
   t->eos_ = eos;
   t->unk_ = unk;
   t->strip_space_after_bos_ = true;
+  t->attrs_.assign(n, kTokenAttrNormal);
+  t->attrs_[unk] = kTokenAttrUnknown;
+  t->attrs_[bos] = t->attrs_[eos] = kTokenAttrControl;
+  t->eog_.assign(n, false);
+  t->eog_[eos] = true;
   std::fill(std::begin(t->byte_ids_), std::end(t->byte_ids_), unk);
   t->decoded_.resize(n);
   t->ids_.reserve(n);
@@ -88,6 +94,7 @@ StatusOr<std::unique_ptr<SpmTokenizer>> SpmTokenizer::Create(std::vector<std::st
     const int byte = ParseBytePiece(p);
     if (byte >= 0) {
       if (t->byte_ids_[byte] == unk) t->byte_ids_[byte] = i;
+      if (t->attrs_[i] == kTokenAttrNormal) t->attrs_[i] = kTokenAttrByte;
       t->decoded_[i] = std::string(1, static_cast<char>(byte));
     } else {
       t->decoded_[i] = p;
@@ -102,13 +109,9 @@ int SpmTokenizer::Lookup(std::string_view piece) const {
   return it == ids_.end() ? -1 : it->second;
 }
 
-StatusOr<std::vector<int>> SpmTokenizer::Encode(std::string_view text, bool add_bos) const {
-  const size_t bad = FindInvalidUtf8(text);
-  if (bad != kUtf8Valid) {
-    return InvalidArgument("invalid UTF-8 at byte " + std::to_string(bad) + " of the prompt");
-  }
+StatusOr<std::vector<int>> SpmTokenizer::Encode(std::string_view text, const EncodeOptions& options) const {
   std::vector<int> out;
-  if (add_bos) out.push_back(bos_);
+  if (options.add_special) out.push_back(bos_);
   if (text.empty()) return out;
 
   std::vector<Symbol> sym;
@@ -122,7 +125,7 @@ StatusOr<std::vector<int>> SpmTokenizer::Encode(std::string_view text, bool add_
   if (dummy_prefix >= 0) push(dummy_prefix);
   for (size_t pos = 0; pos < text.size();) {
     uint32_t cp;
-    const int len = DecodeUtf8(text, pos, &cp);  // valid: checked above
+    const int len = std::max(DecodeUtf8(text, pos, &cp), 1);  // a byte that starts no valid sequence stands alone
     const int id = Lookup(text.substr(pos, len));
     if (id >= 0) {
       push(id);

@@ -27,7 +27,12 @@ class SpmTokenizer final : public Tokenizer {
                                                         const std::vector<bool>& mergeable, int bos, int eos,
                                                         int unk);
 
-  StatusOr<std::vector<int>> Encode(std::string_view text, bool add_bos) const override;
+  // llama2.c's encode: BOS when options.add_special, a dummy-prefix space,
+  // byte fallback for characters (and invalid UTF-8 bytes) not in the
+  // vocabulary. parse_special has nothing to match: tokenizer.bin marks no
+  // control tokens.
+  using Tokenizer::Encode;
+  StatusOr<std::vector<int>> Encode(std::string_view text, const EncodeOptions& options) const override;
 
   // Merge score of `id` (< vocab_size()); higher merges first.
   float score(int id) const { return scores_[id]; }

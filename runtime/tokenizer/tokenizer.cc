@@ -3,14 +3,11 @@
 
 #include "runtime/model/gguf.h"
 #include "runtime/model/model.h"
-#include "runtime/tokenizer/gpt2_tokenizer.h"
 #include "runtime/tokenizer/spm_tokenizer.h"
+#include "runtime/tokenizer/vocab_tokenizer.h"
 
 namespace kvedge {
 namespace {
-
-// llama.cpp's token types (tokenizer.ggml.token_type).
-constexpr int64_t kTokenNormal = 1, kTokenUserDefined = 4;
 
 StatusOr<const GgufValue*> FindArray(const GgufFile& g, const char* key, GgufType elem, bool required) {
   const GgufValue* v = g.Find(key);
@@ -28,31 +25,23 @@ StatusOr<const GgufValue*> FindArray(const GgufFile& g, const char* key, GgufTyp
   return v;
 }
 
-StatusOr<int> TokenId(const GgufFile& g, const char* key, int fallback, int vocab) {
+// An integer (or bool) key; nullopt when absent.
+StatusOr<std::optional<int64_t>> IntKey(const GgufFile& g, const char* key) {
   const GgufValue* v = g.Find(key);
-  if (v == nullptr) return fallback;
-  const auto id = v->AsInt();
-  if (!id || *id < 0 || *id >= vocab) {
-    return DataLoss(g.name() + ": metadata '" + key + "' = " + (id ? std::to_string(*id) : "non-integer") +
-                    " is not a token id (vocabulary of " + std::to_string(vocab) + ")");
-  }
-  return static_cast<int>(*id);
+  if (v == nullptr) return std::optional<int64_t>();
+  const auto i = v->AsInt();
+  if (!i) return DataLoss(g.name() + ": metadata '" + key + "' is " + GgufTypeName(v->type) + ", expected an integer");
+  return std::optional<int64_t>(*i);
 }
 
-// GGUF SentencePiece vocabularies mark spaces with U+2581 ("▁").
-std::string SpacesFromMarkers(std::string_view piece) {
-  static constexpr std::string_view kMarker = "\xE2\x96\x81";
-  std::string out;
-  out.reserve(piece.size());
-  for (size_t i = 0; i < piece.size();) {
-    if (piece.substr(i, 3) == kMarker) {
-      out.push_back(' ');
-      i += 3;
-    } else {
-      out.push_back(piece[i++]);
-    }
+// A string key; "" when absent.
+StatusOr<std::string> StringKey(const GgufFile& g, const char* key) {
+  const GgufValue* v = g.Find(key);
+  if (v == nullptr) return std::string();
+  if (v->type != GgufType::kString) {
+    return DataLoss(g.name() + ": metadata '" + key + "' is " + GgufTypeName(v->type) + ", expected a string");
   }
-  return out;
+  return std::string(v->str);
 }
 
 }  // namespace
@@ -74,72 +63,100 @@ std::string Tokenizer::Decode(const std::vector<int>& tokens) const {
   return out;
 }
 
+std::vector<int> Tokenizer::EndOfGenerationIds() const {
+  std::vector<int> ids;
+  for (int i = 0; i < static_cast<int>(eog_.size()); ++i) {
+    if (eog_[i]) ids.push_back(i);
+  }
+  return ids;
+}
+
 std::string_view Tokenizer::TokenText(int id) const {
   if (id < 0 || id >= vocab_size()) return {};
   return pieces_[id];
 }
 
-StatusOr<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const GgufFile& g) {
+StatusOr<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const GgufFile& g, std::string_view pre_override) {
   const GgufValue* model = g.Find("tokenizer.ggml.model");
   if (model == nullptr || model->type != GgufType::kString) {
     return DataLoss(g.name() + ": missing string metadata 'tokenizer.ggml.model' (no embedded vocabulary)");
   }
   KVEDGE_ASSIGN_OR_RETURN(const GgufValue* tokens, FindArray(g, "tokenizer.ggml.tokens", GgufType::kString, true));
-  const int n = static_cast<int>(std::min<uint64_t>(tokens->count, 1 << 24));
   if (tokens->count == 0 || tokens->count > (1 << 24)) {
     return DataLoss(g.name() + ": tokenizer.ggml.tokens holds " + std::to_string(tokens->count) +
                     " tokens (expected 1..16777216)");
   }
-  const auto wrap = [&](auto result) -> StatusOr<std::unique_ptr<Tokenizer>> {
-    if (!result.ok()) return Status(result.status().code(), g.name() + ": " + result.status().message());
-    return std::unique_ptr<Tokenizer>(std::move(result).value());
-  };
-  if (model->str == "llama") {
-    KVEDGE_ASSIGN_OR_RETURN(const GgufValue* scores, FindArray(g, "tokenizer.ggml.scores", GgufType::kFloat32, true));
-    KVEDGE_ASSIGN_OR_RETURN(const GgufValue* types, FindArray(g, "tokenizer.ggml.token_type", GgufType::kInt32, false));
-    if (scores->count != tokens->count || (types != nullptr && types->count != tokens->count)) {
-      return DataLoss(g.name() + ": tokenizer arrays disagree: " + std::to_string(tokens->count) + " tokens, " +
-                      std::to_string(scores->count) + " scores" +
-                      (types ? ", " + std::to_string(types->count) + " token types" : ""));
-    }
-    std::vector<std::string> pieces(n);
-    std::vector<float> score(n);
-    std::vector<bool> mergeable(n, true);
-    for (int i = 0; i < n; ++i) {
-      pieces[i] = SpacesFromMarkers(tokens->strings[i]);
-      score[i] = static_cast<float>(scores->FloatAt(i).value_or(0.0));
-      if (types != nullptr) {
-        const int64_t type = types->IntAt(i).value_or(kTokenNormal);
-        mergeable[i] = type == kTokenNormal || type == kTokenUserDefined;
-      }
-    }
-    KVEDGE_ASSIGN_OR_RETURN(const int bos, TokenId(g, "tokenizer.ggml.bos_token_id", 1, n));
-    KVEDGE_ASSIGN_OR_RETURN(const int eos, TokenId(g, "tokenizer.ggml.eos_token_id", 2, n));
-    KVEDGE_ASSIGN_OR_RETURN(const int unk, TokenId(g, "tokenizer.ggml.unknown_token_id", 0, n));
-    return wrap(SpmTokenizer::Create(std::move(pieces), std::move(score), mergeable, bos, eos, unk));
+  const bool bpe = model->str == "gpt2";
+  if (!pre_override.empty() && !bpe) {
+    return InvalidArgument(g.name() + ": a pre-tokenizer override applies to byte-level BPE ('gpt2') vocabularies; "
+                           "this one is '" + std::string(model->str.substr(0, 64)) + "'");
   }
-  if (model->str == "gpt2") {
+  VocabSpec spec;
+  spec.model = std::string(model->str);
+  KVEDGE_ASSIGN_OR_RETURN(spec.pre, StringKey(g, "tokenizer.ggml.pre"));
+  if (!pre_override.empty()) spec.pre = std::string(pre_override);
+  KVEDGE_ASSIGN_OR_RETURN(spec.name, StringKey(g, "general.name"));
+  spec.tokens.assign(tokens->strings.begin(), tokens->strings.end());
+  KVEDGE_ASSIGN_OR_RETURN(const GgufValue* scores,
+                          FindArray(g, "tokenizer.ggml.scores", GgufType::kFloat32, model->str == "llama"));
+  KVEDGE_ASSIGN_OR_RETURN(const GgufValue* types, FindArray(g, "tokenizer.ggml.token_type", GgufType::kInt32, false));
+  if ((scores != nullptr && scores->count != tokens->count) || (types != nullptr && types->count != tokens->count)) {
+    return DataLoss(g.name() + ": tokenizer arrays disagree: " + std::to_string(tokens->count) + " tokens, " +
+                    (scores ? std::to_string(scores->count) : std::string("no")) + " scores, " +
+                    (types ? std::to_string(types->count) : std::string("no")) + " token types");
+  }
+  for (uint64_t i = 0; scores != nullptr && i < scores->count; ++i) {
+    spec.scores.push_back(static_cast<float>(scores->FloatAt(i).value_or(0.0)));
+  }
+  for (uint64_t i = 0; types != nullptr && i < types->count; ++i) {
+    spec.types.push_back(static_cast<int32_t>(types->IntAt(i).value_or(1)));
+  }
+  if (bpe) {
     KVEDGE_ASSIGN_OR_RETURN(const GgufValue* merges, FindArray(g, "tokenizer.ggml.merges", GgufType::kString, true));
-    std::vector<std::string> pieces(tokens->strings.begin(), tokens->strings.end());
-    KVEDGE_ASSIGN_OR_RETURN(const int bos, TokenId(g, "tokenizer.ggml.bos_token_id", -1, n));
-    KVEDGE_ASSIGN_OR_RETURN(const int eos, TokenId(g, "tokenizer.ggml.eos_token_id", -1, n));
-    return wrap(Gpt2Tokenizer::Create(std::move(pieces), merges->strings, bos, eos));
+    spec.merges.assign(merges->strings.begin(), merges->strings.end());
   }
-  return Unsupported(g.name() + ": tokenizer model '" + std::string(model->str.substr(0, 64)) +
-                     "' is not supported (kvedge reads 'llama' and 'gpt2')");
+  const std::pair<const char*, std::optional<int64_t>*> ids[] = {
+      {"tokenizer.ggml.bos_token_id", &spec.bos},         {"tokenizer.ggml.eos_token_id", &spec.eos},
+      {"tokenizer.ggml.eot_token_id", &spec.eot},         {"tokenizer.ggml.eom_token_id", &spec.eom},
+      {"tokenizer.ggml.unknown_token_id", &spec.unk},     {"tokenizer.ggml.padding_token_id", &spec.pad},
+      {"tokenizer.ggml.fim_pad_token_id", &spec.fim_pad}, {"tokenizer.ggml.fim_rep_token_id", &spec.fim_rep},
+      {"tokenizer.ggml.fim_sep_token_id", &spec.fim_sep},
+  };
+  for (const auto& [key, slot] : ids) {
+    KVEDGE_ASSIGN_OR_RETURN(*slot, IntKey(g, key));
+  }
+  const std::pair<const char*, std::optional<bool>*> flags[] = {
+      {"tokenizer.ggml.add_bos_token", &spec.add_bos},
+      {"tokenizer.ggml.add_eos_token", &spec.add_eos},
+      {"tokenizer.ggml.add_space_prefix", &spec.add_space_prefix},
+  };
+  for (const auto& [key, slot] : flags) {
+    KVEDGE_ASSIGN_OR_RETURN(const std::optional<int64_t> v, IntKey(g, key));
+    if (v) *slot = *v != 0;
+  }
+  auto t = VocabTokenizer::Create(std::move(spec));
+  if (!t.ok()) return Status(t.status().code(), g.name() + ": " + t.status().message());
+  return std::unique_ptr<Tokenizer>(std::move(t).value());
 }
 
-StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const ModelWeights& model, const std::string& tokenizer_bin_path) {
+StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const ModelWeights& model, const std::string& tokenizer_bin_path,
+                                                   std::string_view pre_override) {
   std::unique_ptr<Tokenizer> t;
   if (!tokenizer_bin_path.empty()) {
+    if (!pre_override.empty()) {
+      return InvalidArgument("a pre-tokenizer override applies to byte-level BPE (GGUF 'gpt2') vocabularies, not to "
+                             "a llama2.c tokenizer.bin");
+    }
     KVEDGE_ASSIGN_OR_RETURN(t, LoadLlama2cTokenizer(tokenizer_bin_path, model.config.vocab_size));
   } else if (model.format == "gguf") {
     KVEDGE_ASSIGN_OR_RETURN(GgufFile g, GgufFile::Parse(model.source, model.source_size,
                                                                model.file.path().empty() ? model.config.name : model.file.path()));
-    KVEDGE_ASSIGN_OR_RETURN(t, LoadGgufTokenizer(g));
+    KVEDGE_ASSIGN_OR_RETURN(t, LoadGgufTokenizer(g, pre_override));
   } else {
+    // Nothing beside the file is taken on trust: a tokenizer.bin of the same
+    // size may belong to another model and would silently garble the text.
     return InvalidArgument("model '" + model.config.name +
-                           "' is a llama2.c checkpoint without a vocabulary: give its tokenizer.bin");
+                           "' is a llama2.c checkpoint without a vocabulary: give its tokenizer.bin with --tokenizer");
   }
   if (t->vocab_size() != model.config.vocab_size) {
     return InvalidArgument("tokenizer has " + std::to_string(t->vocab_size()) + " tokens but model '" +

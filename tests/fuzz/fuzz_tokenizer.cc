@@ -1,6 +1,9 @@
 // Fuzzes tokenizer.bin parsing (the input as a vocabulary) and encoding /
-// decoding of arbitrary bytes with real vocabularies, which must round-trip
-// any valid UTF-8 exactly.
+// decoding of arbitrary bytes: llama2.c's tokenizer, a byte-level BPE
+// vocabulary under every pre-tokenizer family (PCRE2 splits), with and
+// without special-token parsing, and the conformance kit's real GGUF
+// vocabularies. Decoding must give the input back (invalid UTF-8 as U+FFFD
+// in byte-level BPE) whenever every id is printable text.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -9,44 +12,102 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/tokenizer/gpt2_tokenizer.h"
+#include "platform/mapped_file.h"
+#include "runtime/model/gguf.h"
+#include "runtime/tokenizer/pre_tokenizer.h"
 #include "runtime/tokenizer/spm_tokenizer.h"
 #include "runtime/tokenizer/utf8.h"
+#include "runtime/tokenizer/vocab_tokenizer.h"
 
 namespace {
 
-std::unique_ptr<kvedge::Tokenizer> g_spm;   // tok512.bin from $KVEDGE_SHARED, if present
-std::unique_ptr<kvedge::Tokenizer> g_gpt2;  // byte symbols plus a few merges
+struct Checked {
+  std::unique_ptr<kvedge::Tokenizer> tok;
+  bool byte_level;  // invalid UTF-8 decodes as U+FFFD
+};
+std::vector<Checked> g_tokenizers;
 
-void CheckRoundTrip(const kvedge::Tokenizer& t, std::string_view text) {
-  auto ids = t.Encode(text, true);
-  const bool valid = kvedge::FindInvalidUtf8(text) == kvedge::kUtf8Valid;
-  if (ids.ok() != valid) __builtin_trap();  // errors exactly for invalid UTF-8
-  if (valid && t.Decode(*ids) != text) {
+std::string ReplaceInvalid(std::string_view text) {
+  std::string out;
+  for (size_t pos = 0; pos < text.size();) {
+    uint32_t cp;
+    const int len = kvedge::DecodeUtf8(text, pos, &cp);
+    if (len == 0) {
+      out += "\xEF\xBF\xBD";
+      ++pos;
+    } else {
+      out.append(text, pos, len);
+      pos += len;
+    }
+  }
+  return out;
+}
+
+void Check(const Checked& c, std::string_view text, bool parse_special) {
+  const kvedge::Tokenizer& t = *c.tok;
+  auto ids = t.Encode(text, kvedge::EncodeOptions{.add_special = true, .parse_special = parse_special});
+  if (!ids.ok()) __builtin_trap();  // any bytes tokenize
+  for (size_t i = 0; i < ids->size(); ++i) {
+    const int id = (*ids)[i];
+    if (id < 0 || id >= t.vocab_size()) __builtin_trap();
+    const uint8_t a = t.attributes(id);
+    const bool bos = i == 0 && id == t.bos();
+    if (!bos && !(a & (kvedge::kTokenAttrNormal | kvedge::kTokenAttrByte | kvedge::kTokenAttrUserDefined))) return;
+    if (a & kvedge::kTokenAttrRstrip) return;  // spaces after it are dropped by design
+  }
+  const std::string want = c.byte_level ? ReplaceInvalid(text) : std::string(text);
+  if (t.Decode(*ids) != want) {
     std::fprintf(stderr, "round trip mismatch\n");
     __builtin_trap();
   }
 }
 
+// The 256 byte symbols, a few merges, a user-defined and two control tokens.
+std::unique_ptr<kvedge::Tokenizer> SyntheticBpe(const std::string& pre) {
+  kvedge::VocabSpec spec;
+  spec.model = "gpt2";
+  spec.pre = pre;
+  for (int b = 0; b < 256; ++b) spec.tokens.push_back(kvedge::Gpt2ByteToUnicode(b));
+  spec.merges = {"\xC4\xA0 t", "h e", "\xC4\xA0t he", "i n", "\xC4\xA0 a", "1 2", "12 3"};
+  for (const std::string& m : spec.merges) {
+    std::string s = m;
+    s.erase(s.find(' '), 1);
+    spec.tokens.push_back(s);
+  }
+  spec.types.assign(spec.tokens.size(), 1);
+  spec.tokens.push_back("<tool>");
+  spec.types.push_back(4);
+  spec.tokens.push_back("<|im_end|>");
+  spec.types.push_back(3);
+  // BOS/EOS of its own: llama.cpp's BPE default BOS is id 11, here the byte '\v'.
+  spec.tokens.push_back("<|endoftext|>");
+  spec.types.push_back(3);
+  spec.bos = spec.eos = static_cast<int64_t>(spec.tokens.size()) - 1;
+  auto t = kvedge::VocabTokenizer::Create(std::move(spec));
+  if (!t.ok()) __builtin_trap();
+  return std::move(t).value();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  for (const char* pre : {"default", "llama-bpe", "dbrx", "deepseek-llm", "deepseek-coder", "falcon", "gpt-2",
+                                 "starcoder", "qwen2", "tekken"}) {
+    g_tokenizers.push_back({SyntheticBpe(pre), true});
+  }
   const char* shared = std::getenv("KVEDGE_SHARED");
-  if (shared != nullptr) {
-    auto t = kvedge::LoadLlama2cTokenizer(std::string(shared) + "/models/tok512.bin", 512);
-    if (t.ok()) g_spm = std::move(t).value();
+  if (shared == nullptr) return 0;
+  auto spm = kvedge::LoadLlama2cTokenizer(std::string(shared) + "/models/tok512.bin", 512);
+  if (spm.ok()) g_tokenizers.push_back({std::move(spm).value(), false});
+  for (const char* name : {"llama-spm", "gpt-2", "llama-bpe"}) {
+    const std::string path = std::string(shared) + "/conformance/tokenizers/ggml-vocab-" + name + ".gguf";
+    auto file = kvedge::MappedFile::Open(path);
+    if (!file.ok()) continue;
+    auto gguf = kvedge::GgufFile::Parse(file->data(), file->size(), path);
+    if (!gguf.ok()) continue;
+    auto t = kvedge::LoadGgufTokenizer(*gguf);
+    if (t.ok()) g_tokenizers.push_back({std::move(t).value(), std::string_view(name) != "llama-spm"});
   }
-  std::vector<std::string> vocab;
-  for (int b = 0; b < 256; ++b) vocab.push_back(kvedge::Gpt2ByteToUnicode(b));
-  const std::vector<std::string_view> merges = {"\xC4\xA0 t", "h e", "\xC4\xA0t he", "i n", "\xC4\xA0 a"};
-  for (std::string_view m : merges) {
-    std::string s(m);
-    s.erase(s.find(' '), 1);
-    vocab.push_back(s);
-  }
-  auto g = kvedge::Gpt2Tokenizer::Create(vocab, merges, -1, -1);
-  if (!g.ok()) __builtin_trap();
-  g_gpt2 = std::move(g).value();
   return 0;
 }
 
@@ -60,7 +121,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (ids.ok()) (void)t.Decode(*ids);
     for (int id = -1; id <= t.vocab_size(); ++id) (void)t.DecodePiece(1, id);
   }
-  if (g_spm) CheckRoundTrip(*g_spm, text);
-  CheckRoundTrip(*g_gpt2, text);
+  for (const Checked& c : g_tokenizers) {
+    Check(c, text, false);
+    Check(c, text, true);
+  }
   return 0;
 }
