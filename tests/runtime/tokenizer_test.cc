@@ -161,7 +161,7 @@ TEST_F(SharedTokenizers, EmptyAndByteFallback) {
 // the bytes back.
 TEST_F(SharedTokenizers, InvalidUtf8IsTokenizedAsBytes) {
   for (const Tokenizer* t : {bin_.get(), gguf_.get()}) {
-    for (const std::string text : {std::string("Once upon a time\xFF"), std::string("ab\xC0\xAF"),
+    for (const std::string& text : {std::string("Once upon a time\xFF"), std::string("ab\xC0\xAF"),
                                    std::string("abc\xE2\x96"), std::string("\x80"), std::string("x\xED\xA0\x80y")}) {
       auto r = t->Encode(text, true);
       ASSERT_TRUE(r.ok()) << r.status().ToString();
