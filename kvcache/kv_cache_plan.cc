@@ -211,7 +211,7 @@ StatusOr<KvCachePlan> PlanKvCache(const KvShape& s, const KvCacheOptions& o, int
   }
   if (!IsSupportedHeadDim(s.head_dim)) {
     return Unsupported("KV cache: head dimension " + std::to_string(s.head_dim) +
-                       " is not supported (a multiple of 8 that is 8, 16, 32 or a multiple of 32, up to " +
+                       " is not supported (a multiple of 8 up to " +
                        std::to_string(kMaxHeadDim) + ")");
   }
   if (s.rope_dim < 0 || s.rope_dim > s.head_dim || s.rope_dim % 2 != 0) {

@@ -44,8 +44,7 @@ Status ValidateConfig(const ModelConfig& c, const std::string& where) {
   }
   if (!IsSupportedHeadDim(c.head_dim)) {
     return Unsupported(where + ": head_dim " + std::to_string(c.head_dim) +
-                       " is not supported by kvedge's KV cache (multiples of 8 that are 8, 16, 32 or a "
-                       "multiple of 32, up to 256)");
+                       " is not supported by kvedge's KV cache (a multiple of 8 up to 256)");
   }
   if (c.rope_dim <= 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) {
     return InvalidArgument(where + ": rope_dim " + std::to_string(c.rope_dim) + " must be even and in 2..head_dim (" +

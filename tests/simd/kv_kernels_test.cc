@@ -27,7 +27,7 @@ namespace kv_test {
 
 constexpr int kG = kKvBlockTokens;
 constexpr KvFormat kFormats[] = {KvFormat::kF32, KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4};
-constexpr int kHeadDims[] = {8, 16, 32, 64, 96, 128, 256};
+constexpr int kHeadDims[] = {8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 256};
 // Query-group sizes for the multi-query kernels: the asked-for 1, 2, 3, 4, 8
 // plus 5 (a 4-group and a remainder on 8-wide targets), 9 (an 8-group plus
 // one; two value passes).
