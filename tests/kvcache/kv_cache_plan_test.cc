@@ -6,8 +6,19 @@
 namespace kvedge {
 namespace {
 
-KvShape Stories() { return KvShape{5, 8, 4, 8, 8, 10000.0}; }
-KvShape Llama() { return KvShape{22, 32, 4, 64, 64, 10000.0}; }
+KvShape Shape(int layers, int heads, int kv_heads, int head_dim, int rope_dim, double theta) {
+  KvShape s;
+  s.n_layers = layers;
+  s.n_heads = heads;
+  s.n_kv_heads = kv_heads;
+  s.head_dim = head_dim;
+  s.rope_dim = rope_dim;
+  s.rope_theta = theta;
+  return s;
+}
+
+KvShape Stories() { return Shape(5, 8, 4, 8, 8, 10000.0); }
+KvShape Llama() { return Shape(22, 32, 4, 64, 64, 10000.0); }
 
 KvCacheOptions Opt(EvictionPolicy p, KvFormat k, KvFormat v, uint64_t budget) {
   KvCacheOptions o;
@@ -92,9 +103,9 @@ TEST(KvCachePlanTest, BadOptions) {
   o.sinks = 4;
   EXPECT_FALSE(PlanKvCache(Stories(), o, 1).ok());
   o.sinks = -1;
-  EXPECT_FALSE(PlanKvCache(KvShape{5, 8, 3, 8, 8, 1e4}, o, 1).ok());   // heads % kv heads
-  EXPECT_FALSE(PlanKvCache(KvShape{5, 8, 4, 12, 12, 1e4}, o, 1).ok());  // head dim 12
-  EXPECT_FALSE(PlanKvCache(KvShape{5, 8, 4, 8, 10, 1e4}, o, 1).ok());   // rope dim > head dim
+  EXPECT_FALSE(PlanKvCache(Shape(5, 8, 3, 8, 8, 1e4), o, 1).ok());   // heads % kv heads
+  EXPECT_FALSE(PlanKvCache(Shape(5, 8, 4, 12, 12, 1e4), o, 1).ok());  // head dim 12
+  EXPECT_FALSE(PlanKvCache(Shape(5, 8, 4, 8, 10, 1e4), o, 1).ok());   // rope dim > head dim
   KvCacheOptions none = Opt(EvictionPolicy::kSinks, KvFormat::kInt4, KvFormat::kInt4, 0);
   auto p = PlanKvCache(Stories(), none, 1);
   ASSERT_FALSE(p.ok());
