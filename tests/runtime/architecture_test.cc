@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "platform/alloc_counter.h"
 #include "runtime/engine/session.h"
 #include "runtime/model/gguf_writer.h"
 #include "runtime/model/model_loader.h"
@@ -198,6 +199,29 @@ INSTANTIATE_TEST_SUITE_P(
       }
       return name;
     });
+
+// Decoding allocates nothing on any architecture's path (biases, NEOX
+// reordering, RoPE magnitude, soft-caps, windows, post-norms, GELU), with an
+// evicting int4 cache as with the f32 one.
+TEST(ArchitectureDecodeTest, AllocatesNothingPerToken) {
+  ASSERT_TRUE(AllocationHookInstalled());
+  const std::vector<int> tokens = ReferenceTokens();
+  for (const char* model : {"qwen2", "phi3", "gemma2"}) {
+    auto m = LoadModel(ArchPath(std::string(model) + ".gguf"));
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    for (KvFormat f : {KvFormat::kF32, KvFormat::kInt4}) {
+      SessionOptions o = Cache(f);
+      o.kv.policy = EvictionPolicy::kSinks;
+      o.kv.capacity = 64;  // evicts from token 64 on
+      auto s = Session::Create(**m, o);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      ASSERT_TRUE((*s)->Feed(tokens.data(), 8).ok());
+      ScopedAllocationCounter allocations;
+      for (size_t i = 8; i < tokens.size(); ++i) ASSERT_TRUE((*s)->Feed(&tokens[i], 1).ok());
+      EXPECT_EQ(allocations.count(), 0) << model << " " << KvFormatName(f);
+    }
+  }
+}
 
 // An architecture kvedge does not read is refused, naming it.
 TEST(ArchitectureRefusalTest, UnknownArchitectureIsAClearError) {
