@@ -200,6 +200,58 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+// RoPE frequencies from their definitions (llama.cpp's rope_yarn): factors
+// divide, linear scaling divides by the factor, YaRN keeps the pairs below
+// the β_fast = 32 correction dim, interpolates those above the β_slow = 1
+// one and blends between; phi3's long factors only past the original context.
+TEST(RopeFrequenciesTest, FactorsLinearYarnAndLongShort) {
+  ModelWeights w;
+  ModelConfig& c = w.config;
+  c.rope_dim = 128;
+  c.rope_theta = 10000.0f;
+  c.context_length = 4096;
+  const auto base = [&](int i) { return std::pow(10000.0, -2.0 * i / 128); };
+  std::vector<double> f = RopeFrequencies(w, 4096);
+  ASSERT_EQ(f.size(), 64u);
+  for (int i = 0; i < 64; ++i) EXPECT_DOUBLE_EQ(f[i], base(i)) << i;
+  EXPECT_EQ(RopeMagnitude(c), 1.0f);
+
+  std::vector<float> factors(64), long_factors(64);
+  for (int i = 0; i < 64; ++i) factors[i] = 1.0f + 0.5f * static_cast<float>(i), long_factors[i] = 3.0f;
+  w.rope_freqs = factors.data();
+  f = RopeFrequencies(w, 4096);
+  for (int i = 0; i < 64; ++i) EXPECT_DOUBLE_EQ(f[i], base(i) / factors[i]) << i;
+
+  c.rope_scaling = RopeScaling::kLinear;
+  c.rope_scaling_factor = 4.0f;
+  f = RopeFrequencies(w, 4096);
+  for (int i = 0; i < 64; ++i) EXPECT_NEAR(f[i], base(i) / factors[i] / 4.0, 1e-15) << i;
+
+  // YaRN, original context 4096: correction dims 20.94 → 20 and 45.03 → 46.
+  w.rope_freqs = nullptr;
+  c.rope_scaling = RopeScaling::kYarn;
+  c.rope_original_context = 4096;
+  f = RopeFrequencies(w, 16384);
+  for (int i = 0; i <= 20; ++i) EXPECT_DOUBLE_EQ(f[i], base(i)) << i;
+  for (int i = 46; i < 64; ++i) EXPECT_NEAR(f[i], base(i) / 4.0, 1e-15) << i;
+  for (int i = 21; i < 46; ++i) {
+    EXPECT_LT(f[i], base(i)) << i;
+    EXPECT_GT(f[i], base(i) / 4.0) << i;
+    const double mix = 1.0 - (i - 20) / 26.0;  // the ramp between the dims
+    EXPECT_NEAR(f[i], base(i) / 4.0 * (1.0 - mix) + base(i) * mix, 1e-15) << i;
+  }
+  c.rope_attn_factor = 1.5f;
+  EXPECT_NEAR(RopeMagnitude(c), 1.5f * (1.0f + 0.1f * std::log(4.0f)), 1e-6f);
+
+  // phi3: short factors up to the original context, long ones past it.
+  c.rope_scaling = RopeScaling::kNone;
+  c.rope_original_context = 512;
+  w.rope_factors_short = factors.data();
+  w.rope_factors_long = long_factors.data();
+  EXPECT_DOUBLE_EQ(RopeFrequencies(w, 512)[5], base(5) / factors[5]);
+  EXPECT_DOUBLE_EQ(RopeFrequencies(w, 513)[5], base(5) / 3.0);
+}
+
 // Decoding allocates nothing on any architecture's path (biases, NEOX
 // reordering, RoPE magnitude, soft-caps, windows, post-norms, GELU), with an
 // evicting int4 cache as with the f32 one.
