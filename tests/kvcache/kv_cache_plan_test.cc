@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace kvedge {
 namespace {
 
@@ -106,6 +108,19 @@ TEST(KvCachePlanTest, BadOptions) {
   EXPECT_FALSE(PlanKvCache(Shape(5, 8, 3, 8, 8, 1e4), o, 1).ok());   // heads % kv heads
   EXPECT_FALSE(PlanKvCache(Shape(5, 8, 4, 12, 12, 1e4), o, 1).ok());  // head dim 12
   EXPECT_FALSE(PlanKvCache(Shape(5, 8, 4, 8, 10, 1e4), o, 1).ok());   // rope dim > head dim
+  EXPECT_TRUE(PlanKvCache(Shape(5, 8, 4, 48, 48, 1e4), o, 1).ok());   // any multiple of 8
+  EXPECT_FALSE(PlanKvCache(Shape(5, 8, 4, 264, 264, 1e4), o, 1).ok());  // above 256
+  KvShape bad = Stories();
+  bad.rope_freqs = {1.0, 0.5, 0.25};  // 4 pairs expected
+  EXPECT_FALSE(PlanKvCache(bad, o, 1).ok());
+  bad.rope_freqs = {1.0, 0.5, -0.25, 0.1};
+  EXPECT_FALSE(PlanKvCache(bad, o, 1).ok());
+  bad = Stories();
+  bad.sliding_window = -1;
+  EXPECT_FALSE(PlanKvCache(bad, o, 1).ok());
+  bad = Stories();
+  bad.attn_softcap = std::nanf("");
+  EXPECT_FALSE(PlanKvCache(bad, o, 1).ok());
   KvCacheOptions none = Opt(EvictionPolicy::kSinks, KvFormat::kInt4, KvFormat::kInt4, 0);
   auto p = PlanKvCache(Stories(), none, 1);
   ASSERT_FALSE(p.ok());
