@@ -243,6 +243,19 @@ bool RegisterKvBenchmarks() {
       }
     }
   }
+  // Head sizes whose value groups straddle tokens (48, 80: quantized values
+  // decoded per block) beside a regular one (96).
+  for (int d : {48, 80, 96}) {
+    for (KvFormat f : formats) {
+      const std::string name = std::string("DecodeAttention/") + KvFormatName(f) + "/hd" + std::to_string(d) + "/ctx4096";
+      benchmark::RegisterBenchmark(name.c_str(), BM_DecodeAttention, f, d, 4096)->Unit(benchmark::kMicrosecond)->UseRealTime();
+      const std::string gqa = std::string("DecodeAttentionGqa/") + KvFormatName(f) + "/hd" + std::to_string(d) +
+                              "/ctx4096/q4";
+      benchmark::RegisterBenchmark(gqa.c_str(), BM_DecodeAttentionGqa, f, d, 4096, 4, true)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+    }
+  }
   // TinyLlama-1.1B's shape: 8 query heads per kv head, hd64; by part.
   for (KvFormat f : formats) {
     for (int part = 0; part < 3; ++part) {

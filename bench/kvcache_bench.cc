@@ -14,7 +14,15 @@
 namespace kvedge {
 namespace {
 
-constexpr KvShape kShape{1, 32, 8, 128, 128, 10000.0};
+// One layer of Llama-3-8B's attention: 32 query heads, 8 kv heads, head_dim 128.
+const KvShape kShape = [] {
+  KvShape s;
+  s.n_layers = 1;
+  s.n_heads = 32;
+  s.n_kv_heads = 8;
+  s.head_dim = s.rope_dim = 128;
+  return s;
+}();
 constexpr int kPool = 64;  // distinct random tokens cycled through
 
 struct Tokens {

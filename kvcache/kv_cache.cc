@@ -92,7 +92,12 @@ StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCachePlan& plan, Memo
   std::unique_ptr<KvCache> c(new KvCache(plan, std::move(arena).value()));
   c->lanes_ = c->arena_.data();
   float* rope_storage = reinterpret_cast<float*>(c->lanes_ + static_cast<size_t>(plan.lanes()) * plan.lane_bytes);
-  c->rope_ = RopeTable(plan.shape.rope_theta, plan.shape.rope_dim, plan.capacity + G, rope_storage);
+  c->rope_freqs_ = plan.shape.rope_freqs;
+  if (c->rope_freqs_.empty()) {
+    c->rope_freqs_.resize(static_cast<size_t>(plan.shape.rope_dim / 2));
+    DefaultRopeFrequencies(plan.shape.rope_theta, plan.shape.rope_dim, c->rope_freqs_.data());
+  }
+  c->rope_ = RopeTable(c->rope_freqs_.data(), plan.shape.rope_dim, plan.capacity + G, rope_storage);
   c->scratch_ = c->lanes_ + static_cast<size_t>(plan.lanes()) * plan.lane_bytes + plan.rope_table_bytes;
   c->layers_.resize(static_cast<size_t>(plan.shape.n_layers));
   for (auto& st : c->layers_) st.ring_start.assign(static_cast<size_t>(std::max(plan.ring_blocks, 1)), 0);
@@ -114,6 +119,52 @@ Status KvCache::CheckRoom(int tokens) const {
 
 int64_t KvCache::QueryPosition(const LayerState& st) const {
   return plan_.positions == PositionMode::kAbsolute ? st.seen - 1 : st.Held() - 1;
+}
+
+bool KvCache::Reorders() const {
+  return (plan_.shape.rope_style == RopeStyle::kNeox && plan_.shape.rope_dim > 2) || plan_.shape.rope_mscale != 1.0f;
+}
+
+// out = x with NEOX pairs (i, i + rd/2) moved to (2i, 2i + 1) and the rotated
+// channels scaled by rope_mscale; channels ≥ rope_dim copied. [head_dim] f32.
+void KvCache::ToCacheOrder(const float* x, float* out) const {
+  const int d = plan_.shape.head_dim;
+  const int half = plan_.shape.rope_dim / 2;
+  const float m = plan_.shape.rope_mscale;
+  if (plan_.shape.rope_style == RopeStyle::kNeox) {
+    for (int i = 0; i < half; ++i) {
+      out[2 * i] = m * x[i];
+      out[2 * i + 1] = m * x[half + i];
+    }
+  } else {
+    for (int i = 0; i < 2 * half; ++i) out[i] = m * x[i];
+  }
+  for (int i = 2 * half; i < d; ++i) out[i] = x[i];
+}
+
+// Masks (−inf) every slot of `row` (cache order [sinks][blocks][tail], as
+// AttendLane lays it out) whose token is sliding_window or more stream
+// positions older than the query.
+void KvCache::MaskOutsideWindow(const LayerState& st, int layer, int kv_head, float* row) const {
+  const int64_t oldest = st.seen - plan_.shape.sliding_window;  // first visible stream index
+  if (oldest <= 0) return;
+  const int S = st.sinks_filled;
+  for (int i = 0; i < std::min<int64_t>(S, oldest); ++i) row[i] = kMasked;
+  float* blocks = row + S;
+  const int heavy_used = (st.heavy_count + G - 1) / G;
+  if (st.heavy_count > 0) {
+    const int64_t* ids = reinterpret_cast<const int64_t*>(Lane(layer, kv_head) + plan_.lane.heavy_ids.offset);
+    for (int j = 0; j < st.heavy_count; ++j) {
+      if (ids[j] < oldest) blocks[j] = kMasked;
+    }
+  }
+  for (int k = 0; k < st.ring_count; ++k) {
+    const int64_t start = st.ring_start[static_cast<size_t>((st.ring_head + k) % plan_.ring_blocks)];
+    float* b = blocks + static_cast<size_t>(heavy_used + k) * G;
+    for (int t = 0; t < G && start + t < oldest; ++t) b[t] = kMasked;
+  }
+  float* tail = blocks + static_cast<size_t>(heavy_used + st.ring_count) * G;
+  for (int t = 0; t < st.tail_count && st.tail_start + t < oldest; ++t) tail[t] = kMasked;
 }
 
 void KvCache::Append(int layer, const float* k, const float* v) {
@@ -149,6 +200,11 @@ void KvCache::AppendLane(LayerState& st, int layer, int kv_head, const float* k,
   uint8_t* lane = Lane(layer, kv_head);
   float* angles = ScratchAt<float>(scratch, plan_.scratch.query);  // rotated key, angles
   float* rotated = angles + d;
+  if (Reorders()) {
+    float* ordered = ScratchAt<float>(scratch, plan_.scratch.reordered);  // [D]
+    ToCacheOrder(k, ordered);
+    k = ordered;
+  }
   if (st.sinks_filled < plan_.sinks) {
     const int slot = st.sinks_filled;
     rope_.Angles(slot, angles);
@@ -371,6 +427,11 @@ void KvCache::AttendLane(const LayerState& st, int layer, int kv_head, const flo
   const uint8_t** vblocks = kblocks + all_blocks;
   float* qrot = ScratchAt<float>(scratch, plan_.scratch.query);
   float* sink_angles = qrot + d;
+  if (Reorders()) {
+    float* ordered = ScratchAt<float>(scratch, plan_.scratch.reordered);  // [group][D]
+    for (int head = 0; head < group; ++head) ToCacheOrder(q + static_cast<size_t>(head) * d, ordered + static_cast<size_t>(head) * d);
+    q = ordered;
+  }
 
   // Blocks in cache order and their query rotations (distance p_q − pb).
   const int64_t pq = QueryPosition(st);
@@ -434,7 +495,9 @@ void KvCache::AttendLane(const LayerState& st, int layer, int kv_head, const flo
   const size_t n_slots = static_cast<size_t>(S) + static_cast<size_t>(nb + 1) * G;
   const float* sink_k = reinterpret_cast<const float*>(lane + plan_.lane.sink_keys.offset);
   const float* sink_v = reinterpret_cast<const float*>(lane + plan_.lane.sink_values.offset);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const float scale = plan_.shape.attn_scale > 0.0f ? plan_.shape.attn_scale : 1.0f / std::sqrt(static_cast<float>(d));
+  const float softcap = plan_.shape.attn_softcap;
+  const bool windowed = plan_.shape.Windowed(layer);
   if (S > 0) rope_.Angles(pq, sink_angles);  // sinks sit at 0..S−1 and carry R(slot)
   if (h2o) std::fill(prob_sum, prob_sum + n_slots, 0.0f);
 
@@ -459,6 +522,8 @@ void KvCache::AttendLane(const LayerState& st, int layer, int kv_head, const flo
     float* row = scores + static_cast<size_t>(head) * stride;
     float* block_scores = row + S;
     float* tail_scores = row + tail_off;
+    if (softcap > 0.0f) SoftCap(row, n_slots, softcap, row);
+    if (windowed) MaskOutsideWindow(st, layer, kv_head, row);
     // Mask slots holding no token.
     if (heavy_used > 0) {
       for (int j = st.heavy_count; j < heavy_used * G; ++j) block_scores[j] = kMasked;

@@ -3,6 +3,10 @@
 //
 //   lane: [sinks S×D f32 K,V][heavy blocks K|V][ring blocks K|V][tail block K,V][h2o scores, heavy ids]
 //
+// Rotated channels are kept in adjacent-pair order, the pairs the kernels
+// rotate: NEOX-style keys and queries (pairs (i, i + rope_dim/2)) are
+// permuted on entry, the same permutation for both, so scores are unchanged
+// and values (never permuted) come out in model order.
 // New tokens enter the hot tail (f16, or f32 for f32 caches) at slot t with
 // keys stored as R(t)·k (see simd/kv_kernels.h); a full tail is quantized into
 // the ring, channel-wise for keys, token-wise for values. Policies evict from
@@ -132,9 +136,13 @@ class KvCache {
   int64_t QueryPosition(const LayerState& st) const;
   // The held regions of one lane (see ForEachHeldSpan), for save and restore.
   void ForEachLaneSpan(const LayerCursor& c, int layer, int kv_head, FunctionRef<void(uint8_t*, size_t)> visit) const;
+  bool Reorders() const;
+  void ToCacheOrder(const float* x, float* out) const;
+  void MaskOutsideWindow(const LayerState& st, int layer, int kv_head, float* row) const;
 
   KvCachePlan plan_;
   AlignedBuffer arena_;
+  std::vector<double> rope_freqs_;  // [rope_dim/2] θ_i, read by rope_
   RopeTable rope_;
   std::vector<LayerState> layers_;  // sized once in Create
   // Inside arena_: the lanes (layout: plan_.lane), the RoPE table, per-thread scratch (plan_.scratch).

@@ -2,6 +2,7 @@
 #include "kvcache/kv_cache_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "platform/memory.h"
@@ -67,6 +68,7 @@ ScratchLayout LayOutScratch(const KvCachePlan& p) {
   s.block_angles = c.Take(blocks * static_cast<size_t>(p.shape.rope_dim) * sizeof(float));
   s.block_ptrs = c.Take(2 * blocks * sizeof(void*));
   s.query = c.Take(2 * d * sizeof(float));
+  s.reordered = c.Take((group + 1) * d * sizeof(float));
   s.stage_keys = c.Take(G * d * sizeof(float));
   s.stage_values = c.Take(G * d * sizeof(float));
   s.stage_tmp = c.Take(G * d * sizeof(float));
@@ -175,6 +177,8 @@ const char* PositionModeName(PositionMode m) {
   return m == PositionMode::kInCache ? "in-cache" : "absolute";
 }
 
+const char* RopeStyleName(RopeStyle s) { return s == RopeStyle::kNorm ? "norm" : "neox"; }
+
 const char* KeyQuantAxisName(KeyQuantAxis a) { return a == KeyQuantAxis::kChannel ? "channel" : "token"; }
 
 bool ParseKeyQuantAxis(const std::string& name, KeyQuantAxis* out) {
@@ -246,12 +250,30 @@ StatusOr<KvCachePlan> PlanKvCache(const KvShape& s, const KvCacheOptions& o, int
   }
   if (!IsSupportedHeadDim(s.head_dim)) {
     return Unsupported("KV cache: head dimension " + std::to_string(s.head_dim) +
-                       " is not supported (a multiple of 8 that is 8, 16, 32 or a multiple of 32, up to " +
+                       " is not supported (a multiple of 8 up to " +
                        std::to_string(kMaxHeadDim) + ")");
   }
   if (s.rope_dim < 0 || s.rope_dim > s.head_dim || s.rope_dim % 2 != 0) {
     return InvalidArgument("KV cache: rope dimension " + std::to_string(s.rope_dim) +
                            " must be even and at most the head dimension " + std::to_string(s.head_dim));
+  }
+  if (!s.rope_freqs.empty() && s.rope_freqs.size() != static_cast<size_t>(s.rope_dim / 2)) {
+    return InvalidArgument("KV cache: " + std::to_string(s.rope_freqs.size()) + " RoPE frequencies for " +
+                           std::to_string(s.rope_dim / 2) + " rotated pairs");
+  }
+  for (double f : s.rope_freqs) {
+    if (!std::isfinite(f) || f < 0.0) return InvalidArgument("KV cache: a RoPE frequency is negative or not finite");
+  }
+  if (!std::isfinite(s.rope_theta) || s.rope_theta <= 0.0) {
+    return InvalidArgument("KV cache: RoPE base " + std::to_string(s.rope_theta) + " must be positive");
+  }
+  if (!std::isfinite(s.rope_mscale) || s.rope_mscale <= 0.0f || !std::isfinite(s.attn_scale) || s.attn_scale < 0.0f ||
+      !std::isfinite(s.attn_softcap) || s.attn_softcap < 0.0f) {
+    return InvalidArgument("KV cache: RoPE magnitude, attention scale and soft-cap must be finite and ≥ 0");
+  }
+  if (s.sliding_window < 0 || s.swa_period < 0) {
+    return InvalidArgument("KV cache: sliding window " + std::to_string(s.sliding_window) + " and period " +
+                           std::to_string(s.swa_period) + " must be ≥ 0");
   }
   if (max_threads < 1 || max_threads > 1024) return InvalidArgument("KV cache: bad thread count");
   if (!(o.h2o_decay > 0.0f && o.h2o_decay <= 1.0f)) {

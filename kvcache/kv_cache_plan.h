@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "platform/status.h"
 #include "simd/kv_format.h"
@@ -59,6 +60,13 @@ bool ParseH2OScore(const std::string& name, H2OScore* out);
 // chat's system prompt.
 inline constexpr int kMaxSinks = 8192;
 
+// Which channels RoPE rotates together (llama.cpp's rope modes).
+enum class RopeStyle : uint8_t {
+  kNorm,  // adjacent pairs (2i, 2i+1): llama, mistral
+  kNeox,  // halves (i, i + rope_dim/2): qwen2, phi3, gemma
+};
+const char* RopeStyleName(RopeStyle s);
+
 // The attention-shape facts the cache needs from a model.
 struct KvShape {
   int n_layers = 0;
@@ -67,6 +75,25 @@ struct KvShape {
   int head_dim = 0;
   int rope_dim = 0;     // ≤ head_dim, even
   double rope_theta = 10000.0;
+  RopeStyle rope_style = RopeStyle::kNorm;
+  // Radians per position of each rotated pair i (θ_i·p is its angle at
+  // position p): [rope_dim/2]. Empty: rope_theta^(−2i/rope_dim). Frequency
+  // factors, linear and YaRN scaling are all per-pair frequencies.
+  std::vector<double> rope_freqs;
+  // Multiplies the rotated channels of q and k (llama.cpp's attn_factor and
+  // YaRN mscale: cos and sin are scaled). Unrotated channels are not.
+  float rope_mscale = 1.0f;
+  float attn_scale = 0.0f;     // score = attn_scale·q·k; 0: 1/sqrt(head_dim)
+  float attn_softcap = 0.0f;   // > 0: score → cap·tanh(score/cap) before the mask (gemma2)
+  // Sliding-window attention: in windowed layers a key of stream index k is
+  // visible to the query of stream index q iff q − k < sliding_window (0: no
+  // window). Layer l is windowed iff swa_period ≤ 1 or l % swa_period <
+  // swa_period − 1 (llama.cpp's pattern: gemma2 has period 2, even layers).
+  int sliding_window = 0;
+  int swa_period = 1;
+  bool Windowed(int layer) const {
+    return sliding_window > 0 && (swa_period <= 1 || layer % swa_period < swa_period - 1);
+  }
 };
 
 // What the user asks for. Unset (−1 / 0) fields take policy defaults.
@@ -125,6 +152,7 @@ struct ScratchLayout {
   Region block_angles;  // attend: [blocks][rope_dim] f32 query rotation per block
   Region block_ptrs;    // attend: [2][blocks] key then value block pointers
   Region query;         // attend: rotated query [D] + sink angles [D]; append: rotated key [D] + angles [D]
+  Region reordered;     // NEOX models: attend [group][D] queries, append [D] key, in the cache's channel order
   Region stage_keys;    // [G][D] f32: append (re-encoding a quantized tail), seal, h2o merge
   Region stage_values;  // [G][D] f32
   Region stage_tmp;     // [G][D] f32 transpose buffer

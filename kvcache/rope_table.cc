@@ -1,18 +1,34 @@
-// Two-level RoPE angle table.
+// Two-level RoPE angle table over per-pair frequencies.
 #include "kvcache/rope_table.h"
 
-#include "simd/kv_kernels.h"
+#include <cmath>
 
 namespace kvedge {
 
-RopeTable::RopeTable(double theta, int rope_dim, int max_distance, float* storage)
-    : theta_(theta), rope_dim_(rope_dim), max_distance_(max_distance) {
+void DefaultRopeFrequencies(double base, int rope_dim, double* freqs) {
+  for (int i = 0; i < rope_dim / 2; ++i) freqs[i] = std::pow(base, -2.0 * i / rope_dim);
+}
+
+void RopeAnglesFromFrequencies(const double* freqs, int rope_dim, int64_t distance, float* out) {
+  const int half = rope_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const double angle = freqs[i] * static_cast<double>(distance);
+    out[i] = static_cast<float>(std::cos(angle));
+    out[half + i] = static_cast<float>(std::sin(angle));
+  }
+}
+
+RopeTable::RopeTable(const double* freqs, int rope_dim, int max_distance, float* storage)
+    : freqs_(freqs), rope_dim_(rope_dim), max_distance_(max_distance) {
   float* fine = storage;
   float* coarse = storage + static_cast<size_t>(kFine) * rope_dim;
-  for (int lo = 0; lo < kFine; ++lo) RopeAngles(theta, rope_dim, lo, fine + static_cast<size_t>(lo) * rope_dim);
+  for (int lo = 0; lo < kFine; ++lo) {
+    RopeAnglesFromFrequencies(freqs, rope_dim, lo, fine + static_cast<size_t>(lo) * rope_dim);
+  }
   const int n_coarse = max_distance / kFine + 1;
   for (int hi = 0; hi < n_coarse; ++hi) {
-    RopeAngles(theta, rope_dim, static_cast<int64_t>(hi) * kFine, coarse + static_cast<size_t>(hi) * rope_dim);
+    RopeAnglesFromFrequencies(freqs, rope_dim, static_cast<int64_t>(hi) * kFine,
+                              coarse + static_cast<size_t>(hi) * rope_dim);
   }
   fine_ = fine;
   coarse_ = coarse;
@@ -21,7 +37,7 @@ RopeTable::RopeTable(double theta, int rope_dim, int max_distance, float* storag
 void RopeTable::Angles(int64_t d, float* out) const {
   const int half = rope_dim_ / 2;
   if (d < 0 || d > max_distance_) {
-    RopeAngles(theta_, rope_dim_, d, out);
+    RopeAnglesFromFrequencies(freqs_, rope_dim_, d, out);
     return;
   }
   const float* a = coarse_ + static_cast<size_t>(d / kFine) * rope_dim_;

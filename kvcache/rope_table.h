@@ -1,6 +1,8 @@
 // RopeTable: cos/sin of θ_i·d for every rotated pair i and any distance d,
 // from two small tables (d = 64·hi + lo, angle sum identities) built in
 // double precision, so per-block query rotations cost a few multiplies.
+// θ_i are per-pair frequencies (radians per position): rope_theta^(−2i/rope_dim)
+// or whatever frequency factors and scaling make of them.
 #ifndef KVEDGE_KVCACHE_ROPE_TABLE_H_
 #define KVEDGE_KVCACHE_ROPE_TABLE_H_
 
@@ -9,7 +11,15 @@
 
 namespace kvedge {
 
-// Non-owning view over caller memory of RopeTable::Bytes(...) bytes.
+// freqs[i] = base^(−2i/rope_dim) for i < rope_dim/2 (the unscaled RoPE).
+void DefaultRopeFrequencies(double base, int rope_dim, double* freqs);
+
+// out[0..rope_dim/2) = cos θ_i·d, out[rope_dim/2..rope_dim) = sin θ_i·d, in
+// double then rounded (the layout simd/kv_kernels.h's RopeAngles writes).
+void RopeAnglesFromFrequencies(const double* freqs, int rope_dim, int64_t distance, float* out);
+
+// Non-owning view over caller memory of Floats(...) floats and the caller's
+// frequencies, which must outlive it.
 class RopeTable {
  public:
   static constexpr int kFine = 64;
@@ -19,15 +29,15 @@ class RopeTable {
   RopeTable() = default;
   // Fills `storage` (Floats(...) floats). Distances above max_distance are
   // still exact, computed directly (slower; absolute positions and post-RoPE
-  // keys only).
-  RopeTable(double theta, int rope_dim, int max_distance, float* storage);
+  // keys only). freqs: [rope_dim/2].
+  RopeTable(const double* freqs, int rope_dim, int max_distance, float* storage);
 
   // out[0..rope_dim/2) = cos θ_i·d, out[rope_dim/2..rope_dim) = sin θ_i·d.
   void Angles(int64_t distance, float* out) const;
   int rope_dim() const { return rope_dim_; }
 
  private:
-  double theta_ = 10000.0;
+  const double* freqs_ = nullptr;  // [rope_dim/2]
   int rope_dim_ = 0;
   int max_distance_ = 0;
   const float* fine_ = nullptr;    // [kFine][rope_dim]: cos/sin of θ_i·lo

@@ -38,8 +38,7 @@ int KvCodeBits(KvFormat f) {
 }
 
 bool IsSupportedHeadDim(int d) {
-  if (d <= 0 || d > kMaxHeadDim || d % 8 != 0) return false;
-  return d <= kValueGroup ? (kValueGroup % d == 0) : (d % kValueGroup == 0);
+  return d > 0 && d <= kMaxHeadDim && d % 8 == 0;
 }
 
 namespace {

@@ -18,8 +18,8 @@
 // D ≥ 32 that is 32 channels of one token; for D = 8 or 16 it spans 32/D tokens,
 // which keeps scale bytes from eating the savings at tiny head sizes.
 // Dequantization everywhere: x = scale * code + min  (code unsigned).
-// Head dims: a multiple of 8, and either ≤ 32 dividing 32 (8, 16, 32) or a
-// multiple of 32 (64, 96, 128, 256).
+// For other D (24, 40, 48, 80, 112…) groups straddle token boundaries.
+// Head dims: any multiple of 8 up to 256.
 #ifndef KVEDGE_SIMD_KV_FORMAT_H_
 #define KVEDGE_SIMD_KV_FORMAT_H_
 

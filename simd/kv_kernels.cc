@@ -1172,8 +1172,33 @@ void AccumulateBlocksT(DF df, KvFormat f, int d, const float* HWY_RESTRICT weigh
   for (size_t c = 0; c < D; ++c) out[c] += bias[c / kValueGroup];
 }
 
+// Quantized values whose 32-element groups straddle tokens irregularly (D
+// neither divides nor is a multiple of 32: 24, 40, 48, 80, 112…): each block
+// is decoded once to f32 [G][D] on the stack and summed by the f32 kernels
+// for all nq queries. Costs one extra pass over G·D floats in L1 per block.
+bool RegularValueGroups(int d) { return d % kValueGroup == 0 || kValueGroup % d == 0; }
+
+void AccumulateValueBlocksMulti(KvFormat f, int d, const float* HWY_RESTRICT weights, size_t weights_stride,
+                                size_t nq, const uint8_t* const* HWY_RESTRICT blocks, size_t n_blocks,
+                                float* HWY_RESTRICT out);
+
+HWY_NOINLINE void AccumulateDecodedValueBlocks(KvFormat f, int d, const float* HWY_RESTRICT weights,
+                                               size_t weights_stride, size_t nq,
+                                               const uint8_t* const* HWY_RESTRICT blocks, size_t n_blocks,
+                                               float* HWY_RESTRICT out) {
+  HWY_ALIGN float decoded[kG * kMaxHeadDim];  // [G][D] one block's values
+  const uint8_t* one = reinterpret_cast<const uint8_t*>(decoded);
+  for (size_t b = 0; b < n_blocks; ++b) {
+    HWY_NAMESPACE::DecodeValueBlock(f, d, blocks[b], decoded);
+    HWY_NAMESPACE::AccumulateValueBlocksMulti(KvFormat::kF32, d, weights + b * kG, weights_stride, nq, &one, 1, out);
+  }
+}
+
 void AccumulateValueBlocks(KvFormat f, int d, const float* HWY_RESTRICT weights,
                            const uint8_t* const* HWY_RESTRICT blocks, size_t n_blocks, float* HWY_RESTRICT out) {
+  if (IsQuantized(f) && !RegularValueGroups(d)) {
+    return AccumulateDecodedValueBlocks(f, d, weights, kG, 1, blocks, n_blocks, out);
+  }
   // Chunk width: D for float/int8 codes, D/2 for int4 (low/high halves).
   const int width = f == KvFormat::kInt4 ? d / 2 : d;
   if (width % 16 == 0) {
@@ -1630,6 +1655,9 @@ void AccumulateValueBlocksMulti(KvFormat f, int d, const float* HWY_RESTRICT wei
                                 size_t nq, const uint8_t* const* HWY_RESTRICT blocks, size_t n_blocks,
                                 float* HWY_RESTRICT out) {
   if (nq == 1) return HWY_NAMESPACE::AccumulateValueBlocks(f, d, weights, blocks, n_blocks, out);  // as scores
+  if (IsQuantized(f) && !RegularValueGroups(d)) {
+    return AccumulateDecodedValueBlocks(f, d, weights, weights_stride, nq, blocks, n_blocks, out);
+  }
 #if HWY_TARGET == HWY_AVX3_DL
   if (IsQuantized(f) && d >= kValueGroup) {
     return AccumulateValueBlocksMultiVnni(f, d, weights, weights_stride, nq, blocks, n_blocks, out);

@@ -12,7 +12,8 @@
 // sin of θ_i·d for each rotated pair i (see RopeAngles below). Positions can
 // then change (StreamingLLM in-cache positions, H2O compaction) without
 // touching stored keys. RoPE rotates adjacent pairs (2i, 2i+1) (llama "normal"
-// mode); channels ≥ rope_dim are not rotated.
+// mode); channels ≥ rope_dim are not rotated. The cache permutes NEOX-style
+// keys and queries (pairs (i, i + rope_dim/2)) into this layout on entry.
 //
 // Alignment: blocks must be 4-byte aligned (they hold f32 and f16 arrays;
 // every block size in kv_format.h is a multiple of 4, so blocks laid end to

@@ -78,7 +78,12 @@ void MatMul(const MatrixView& w, const float* x, size_t n, float* y, ThreadArena
 void RmsNorm(const float* x, const float* weight, size_t n, float eps, float* out);
 // out = silu(gate) * up = gate / (1 + e^−gate) * up, over n. out may alias either.
 void SwiGlu(const float* gate, const float* up, size_t n, float* out);
-// acc += x, over n.
+// out = gelu_tanh(gate) * up, gelu_tanh(g) = 0.5·g·(1 + tanh(√(2/π)·(g +
+// 0.044715·g³))) (gemma's FFN), over n. out may alias either.
+void GeluTanhMul(const float* gate, const float* up, size_t n, float* out);
+// out = cap·tanh(x/cap) (gemma2's soft-capping), over n; cap > 0. out may equal x.
+void SoftCap(const float* x, size_t n, float cap, float* out);
+// acc += x, over n (also bias adds).
 void AddInPlace(float* acc, const float* x, size_t n);
 // Dot product of two f32 vectors (tests, small heads).
 float DotF32(const float* a, const float* b, size_t n);

@@ -141,6 +141,18 @@ void SwiGlu(const float* gate, const float* up, size_t n, float* out) {
   }
 }
 
+void GeluTanhMul(const float* gate, const float* up, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    const double t = std::tanh(0.7978845608028654 * (g + 0.044715 * g * g * g));
+    out[i] = static_cast<float>(0.5 * g * (1.0 + t) * up[i]);
+  }
+}
+
+void SoftCap(const float* x, size_t n, float cap, float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(cap * std::tanh(static_cast<double>(x[i]) / cap));
+}
+
 void AddInPlace(float* acc, const float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) acc[i] += x[i];
 }

@@ -31,6 +31,8 @@ void MatVecRowsQuantizedActivations(const MatrixView& w, const float* x, float* 
 
 void RmsNorm(const float* x, const float* weight, size_t n, float eps, float* out);
 void SwiGlu(const float* gate, const float* up, size_t n, float* out);
+void GeluTanhMul(const float* gate, const float* up, size_t n, float* out);
+void SoftCap(const float* x, size_t n, float cap, float* out);
 void AddInPlace(float* acc, const float* x, size_t n);
 float DotF32(const float* a, const float* b, size_t n);
 

@@ -2,11 +2,17 @@
 // past the trained context if the text is long) and report perplexity; with
 // --compare-full, KL divergence and top-1 agreement against an f32 full-cache
 // twin run in lockstep; with --oracle, against the recompute oracle (below).
+// --tokens scores a JSON array of ids as given; --save-logits writes every
+// position's logits, to compare kvedge with another runtime or cache.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <bit>
+#include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +30,8 @@ struct PerplexityOptions {
   ModelFlags model;
   KvFlags kv;
   std::string text_file;
+  std::string tokens_file;  // --tokens: a JSON array of ids, used as given (no BOS added)
+  std::string save_logits;  // --save-logits: [positions × vocab] little-endian f32
   int64_t max_tokens = 0;
   bool compare_full = false;
   bool oracle = false;
@@ -43,6 +51,64 @@ double LogSumExp(const float* lg, int n, int* argmax) {
   for (int v = 0; v < n; ++v) sum += std::exp(static_cast<double>(lg[v]) - mx);
   return mx + std::log(sum);
 }
+
+// The ids of a JSON array in `text` (from `where`), each in [0, vocab).
+StatusOr<std::vector<int>> ParseTokenIds(const std::string& text, const std::string& where, int vocab) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_array()) {
+    return InvalidArgument(where + ": expected a JSON array of token ids, e.g. [1, 306, 4658]");
+  }
+  std::vector<int> ids;
+  ids.reserve(j.size());
+  for (size_t i = 0; i < j.size(); ++i) {
+    const nlohmann::json& e = j[i];
+    const bool in_range = (e.is_number_unsigned() && e.get<uint64_t>() < static_cast<uint64_t>(vocab)) ||
+                          (e.is_number_integer() && !e.is_number_unsigned() && e.get<int64_t>() >= 0 &&
+                           e.get<int64_t>() < vocab);
+    if (!in_range) {
+      return InvalidArgument(where + ": element " + std::to_string(i) + " (" + e.dump().substr(0, 40) +
+                             ") is not a token id in 0.." + std::to_string(vocab - 1));
+    }
+    ids.push_back(e.is_number_unsigned() ? static_cast<int>(e.get<uint64_t>()) : static_cast<int>(e.get<int64_t>()));
+  }
+  return ids;
+}
+
+// Streams rows of logits to a file as little-endian float32.
+class LogitsWriter {
+ public:
+  static StatusOr<std::unique_ptr<LogitsWriter>> Open(const std::string& path) {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) return NotFound("cannot create '" + path + "': " + std::strerror(errno));
+    return std::unique_ptr<LogitsWriter>(new LogitsWriter(f, path));
+  }
+  ~LogitsWriter() {
+    if (file_ != nullptr) std::fclose(file_);
+  }
+  Status Write(const float* row, size_t n) {
+    if constexpr (std::endian::native == std::endian::big) {
+      for (size_t i = 0; i < n; ++i) {
+        uint32_t u;
+        std::memcpy(&u, row + i, 4);
+        u = __builtin_bswap32(u);
+        if (std::fwrite(&u, 4, 1, file_) != 1) return Failed();
+      }
+      return OkStatus();
+    }
+    return std::fwrite(row, sizeof(float), n, file_) == n ? OkStatus() : Failed();
+  }
+  Status Close() {
+    const int rc = std::fclose(file_);
+    file_ = nullptr;
+    return rc == 0 ? OkStatus() : Failed();
+  }
+
+ private:
+  LogitsWriter(std::FILE* f, std::string path) : file_(f), path_(std::move(path)) {}
+  Status Failed() const { return DataLoss("writing '" + path_ + "' failed: " + std::strerror(errno)); }
+  std::FILE* file_;
+  std::string path_;
+};
 
 // An f32 cache that holds everything (policy full) for `capacity` tokens.
 StatusOr<std::unique_ptr<Session>> FullF32Session(const ModelWeights& model, const SessionOptions& base,
@@ -152,20 +218,33 @@ struct Comparison {
 };
 
 int RunPerplexity(const PerplexityOptions& opt) {
-  if (opt.text_file.empty()) return ReportError("perplexity", InvalidArgument("no text given: use -f FILE"));
+  const bool from_ids = !opt.tokens_file.empty();
+  if (opt.text_file.empty() == !from_ids) {
+    return ReportError("perplexity", InvalidArgument("give the text to score as -f FILE or the ids as --tokens FILE.json"));
+  }
   if (opt.max_tokens < 0) return ReportError("perplexity", InvalidArgument("--max-tokens must be ≥ 0"));
   if (opt.bucket < 1) return ReportError("perplexity", InvalidArgument("--bucket must be ≥ 1"));
-  auto text = ReadTextFile(opt.text_file);
+  const std::string& input = from_ids ? opt.tokens_file : opt.text_file;
+  auto text = ReadTextFile(input);
   if (!text.ok()) return ReportError("perplexity", text.status());
-  auto loaded = LoadModelAndTokenizer(opt.model, /*need_tokenizer=*/true);
+  auto loaded = LoadModelAndTokenizer(opt.model, /*need_tokenizer=*/!from_ids);
   if (!loaded.ok()) return ReportError("perplexity", loaded.status());
   const ModelWeights& model = *loaded->weights;
-  auto ids_or = loaded->tokenizer->Encode(*text, /*add_bos=*/true);
-  if (!ids_or.ok()) return ReportError("perplexity", Status(ids_or.status().code(), opt.text_file + ": " + ids_or.status().message()));
+  auto ids_or = from_ids ? ParseTokenIds(*text, input, model.config.vocab_size)
+                         : loaded->tokenizer->Encode(*text, /*add_bos=*/true);
+  if (!ids_or.ok()) return ReportError("perplexity", Status(ids_or.status().code(), from_ids ? ids_or.status().message() : input + ": " + ids_or.status().message()));
   std::vector<int> ids = std::move(ids_or).value();
   if (opt.max_tokens > 0 && static_cast<int64_t>(ids.size()) > opt.max_tokens + 1) ids.resize(opt.max_tokens + 1);
-  if (ids.size() < 2) return ReportError("perplexity", InvalidArgument("'" + opt.text_file + "' has fewer than 2 tokens"));
+  if (ids.size() < 2) return ReportError("perplexity", InvalidArgument("'" + input + "' has fewer than 2 tokens"));
   const size_t n_pred = ids.size() - 1;  // logits at i predict ids[i+1]
+  // With --save-logits the last token is fed too: a row for every position.
+  const size_t n_feed = opt.save_logits.empty() ? n_pred : ids.size();
+  std::unique_ptr<LogitsWriter> logits_out;
+  if (!opt.save_logits.empty()) {
+    auto w = LogitsWriter::Open(opt.save_logits);
+    if (!w.ok()) return ReportError("perplexity", w.status());
+    logits_out = std::move(w).value();
+  }
   const size_t context = static_cast<size_t>(model.config.context_length);
 
   auto so = MakeSessionOptions(opt.kv, model.config);
@@ -200,14 +279,20 @@ int RunPerplexity(const PerplexityOptions& opt) {
   double decode_seconds = 0;
   const int capacity = (*session)->cache().plan().capacity;
 
-  for (size_t start = 0; start < n_pred; start += batch) {
-    const size_t len = std::min(batch, n_pred - start);
+  for (size_t start = 0; start < n_feed; start += batch) {
+    const size_t fed = std::min(batch, n_feed - start);
     const double t0 = NowSeconds();
-    Status st = (*session)->FeedAll(ids.data() + start, len, [&](size_t i, const float* lg) {
+    Status st = (*session)->FeedAll(ids.data() + start, fed, [&](size_t i, const float* lg) {
       std::copy(lg, lg + vocab, held.begin() + static_cast<ptrdiff_t>(i * vocab));
     });
     decode_seconds += NowSeconds() - t0;
     if (!st.ok()) return ReportError("perplexity", st);
+    if (logits_out) {
+      st = logits_out->Write(held.data(), fed * static_cast<size_t>(vocab));
+      if (!st.ok()) return ReportError("perplexity", st);
+    }
+    const size_t len = std::min(fed, n_pred - std::min(start, n_pred));  // positions scored (the last predicts nothing)
+    if (len == 0) continue;
     for (size_t i = 0; i < len; ++i) {
       const float* lg = held.data() + i * vocab;
       held_lse[i] = LogSumExp(lg, vocab, &held_top[i]);
@@ -258,6 +343,10 @@ int RunPerplexity(const PerplexityOptions& opt) {
     }
   }
   if (bucket_n > 0) bucket_nll.push_back(bucket_sum / static_cast<double>(bucket_n));
+  if (logits_out) {
+    const Status st = logits_out->Close();
+    if (!st.ok()) return ReportError("perplexity", st);
+  }
   vs_full.Flush();
   vs_oracle.Flush();
 
@@ -265,11 +354,13 @@ int RunPerplexity(const PerplexityOptions& opt) {
   const double mean_nll = nll.Mean();
   const double compression = static_cast<double>(cs.f16_full_bytes) / static_cast<double>(std::max<uint64_t>(cs.held_bytes, 1));
   const KvCachePlan& plan = (*session)->cache().plan();
-  const double tokens_per_s = decode_seconds > 0 ? static_cast<double>(n_pred) / decode_seconds : 0.0;
+  const double tokens_per_s = decode_seconds > 0 ? static_cast<double>(n_feed) / decode_seconds : 0.0;
   if (opt.json) {
     nlohmann::json j;
     j["model"] = opt.model.model;
     j["text"] = opt.text_file;
+    if (from_ids) j["tokens_file"] = opt.tokens_file;
+    if (!opt.save_logits.empty()) j["logits_file"] = opt.save_logits;
     j["policy"] = EvictionPolicyName(plan.policy);
     j["key_format"] = KvFormatName(plan.key_format);
     j["value_format"] = KvFormatName(plan.value_format);
@@ -336,7 +427,13 @@ CommandRunner RegisterPerplexityCommand(CLI::App& app) {
   auto opt = std::make_shared<PerplexityOptions>();
   CLI::App* sub = app.add_subcommand("perplexity", "Stream a text through the cache and report perplexity");
   AddModelFlags(sub, &opt->model, /*required=*/true);
-  sub->add_option("-f,--file", opt->text_file, "Text file (UTF-8), scored as one stream after a BOS")->required();
+  CLI::Option* file =
+      sub->add_option("-f,--file", opt->text_file, "Text file (UTF-8), scored as one stream after a BOS");
+  sub->add_option("--tokens", opt->tokens_file,
+                  "JSON array of token ids, scored as given (no BOS added; no tokenizer needed)")
+      ->excludes(file);
+  sub->add_option("--save-logits", opt->save_logits,
+                  "Write every position's logits (the last token's too) as little-endian float32 [positions x vocab]");
   sub->add_option("--max-tokens", opt->max_tokens, "Score at most this many tokens (default: all)");
   sub->add_flag("--compare-full", opt->compare_full, "Also run an f32 full-cache twin: KL divergence, top-1 agreement");
   sub->add_flag("--oracle", opt->oracle,

@@ -12,7 +12,20 @@
 namespace kvedge {
 
 KvShape KvShapeOf(const ModelConfig& c) {
-  return KvShape{c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.rope_dim, static_cast<double>(c.rope_theta)};
+  KvShape s;
+  s.n_layers = c.n_layers;
+  s.n_heads = c.n_heads;
+  s.n_kv_heads = c.n_kv_heads;
+  s.head_dim = c.head_dim;
+  s.rope_dim = c.rope_dim;
+  s.rope_theta = static_cast<double>(c.rope_theta);
+  s.rope_style = c.rope_style;
+  s.rope_mscale = RopeMagnitude(c);
+  s.attn_scale = c.attn_scale;
+  s.attn_softcap = c.attn_softcap;
+  s.sliding_window = c.sliding_window;
+  s.swa_period = c.swa_period;
+  return s;
 }
 
 Session::Session(const ModelWeights& model, const SessionOptions& options) : model_(model), options_(options) {}
@@ -28,7 +41,12 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const ModelWeights& model, co
                            " ids is out of range (0 to 16777216)");
   }
   KVEDGE_ASSIGN_OR_RETURN(std::unique_ptr<ThreadArena> threads, ThreadArena::Create(options.threads));
-  KVEDGE_ASSIGN_OR_RETURN(KvCachePlan plan, PlanKvCache(KvShapeOf(model.config), options.kv, options.threads));
+  // The RoPE frequencies may depend on the context the cache spans (phi3's
+  // long/short factors), so plan once for the capacity, then with them.
+  KvShape shape = KvShapeOf(model.config);
+  KVEDGE_ASSIGN_OR_RETURN(const KvCachePlan sized, PlanKvCache(shape, options.kv, options.threads));
+  shape.rope_freqs = RopeFrequencies(model, sized.capacity);
+  KVEDGE_ASSIGN_OR_RETURN(KvCachePlan plan, PlanKvCache(shape, options.kv, options.threads));
   std::unique_ptr<Session> s(new Session(model, options));
   KVEDGE_ASSIGN_OR_RETURN(s->cache_, KvCache::Create(plan, budget));
   s->threads_ = std::move(threads);
@@ -124,7 +142,10 @@ Status Session::FeedImpl(const int* tokens, size_t n, bool all, FunctionRef<void
 }
 
 // Shapes: x/xb/proj [n][dim], q/att [n][n_heads·hd], k/v [n][kv_dim],
-// h1/h3 [n][hidden], logits [n or 1][vocab].
+// h1/h3 [n][hidden], logits [n or 1][vocab]. One pass for every architecture:
+// optional tensors (biases, post-norms) and config fields (embedding scale,
+// activation, soft-caps) are the differences; RoPE style, frequencies,
+// attention scale, soft-cap and sliding windows live in the cache.
 void Session::ForwardChunk(const int* tokens, size_t n, bool all_logits) {
   const ModelConfig& c = model_.config;
   const size_t dim = static_cast<size_t>(c.dim);
@@ -132,30 +153,61 @@ void Session::ForwardChunk(const int* tokens, size_t n, bool all_logits) {
   const size_t kvdim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
   const size_t hidden = static_cast<size_t>(c.hidden_dim);
   ThreadArena* t = threads_.get();
-  for (size_t i = 0; i < n; ++i) ref::DequantizeRow(model_.token_embedding, static_cast<size_t>(tokens[i]), x_ + i * dim);
+  const auto add_bias = [n](const float* bias, float* rows, size_t width) {
+    if (bias == nullptr) return;
+    for (size_t i = 0; i < n; ++i) AddInPlace(rows + i * width, bias, width);
+  };
+  // x += (post_norm ? RmsNorm(proj) : proj), row by row.
+  const auto residual = [&](const float* post_norm) {
+    for (size_t i = 0; i < n; ++i) {
+      if (post_norm != nullptr) RmsNorm(proj_ + i * dim, post_norm, dim, c.rms_eps, proj_ + i * dim);
+      AddInPlace(x_ + i * dim, proj_ + i * dim, dim);
+    }
+  };
+  for (size_t i = 0; i < n; ++i) {
+    float* row = x_ + i * dim;
+    ref::DequantizeRow(model_.token_embedding, static_cast<size_t>(tokens[i]), row);
+    if (c.embedding_scale != 1.0f) {
+      for (size_t j = 0; j < dim; ++j) row[j] *= c.embedding_scale;
+    }
+  }
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = model_.layers[static_cast<size_t>(l)];
     for (size_t i = 0; i < n; ++i) RmsNorm(x_ + i * dim, w.attn_norm, dim, c.rms_eps, xb_ + i * dim);
     MatMul(w.wq, xb_, n, q_, t);
     MatMul(w.wk, xb_, n, k_, t);
     MatMul(w.wv, xb_, n, v_, t);
+    add_bias(w.bq, q_, qdim);
+    add_bias(w.bk, k_, kvdim);
+    add_bias(w.bv, v_, kvdim);
     for (size_t i = 0; i < n; ++i) {
       cache_->Append(l, k_ + i * kvdim, v_ + i * kvdim);
       cache_->Attend(l, q_ + i * qdim, att_ + i * qdim, t);
     }
     MatMul(w.wo, att_, n, proj_, t);
-    for (size_t i = 0; i < n; ++i) AddInPlace(x_ + i * dim, proj_ + i * dim, dim);
+    residual(w.post_attn_norm);
     for (size_t i = 0; i < n; ++i) RmsNorm(x_ + i * dim, w.ffn_norm, dim, c.rms_eps, xb_ + i * dim);
     MatMul(w.w1, xb_, n, h1_, t);
     MatMul(w.w3, xb_, n, h3_, t);
-    for (size_t i = 0; i < n; ++i) SwiGlu(h1_ + i * hidden, h3_ + i * hidden, hidden, h1_ + i * hidden);
+    for (size_t i = 0; i < n; ++i) {
+      float* g = h1_ + i * hidden;
+      if (c.ffn_activation == FfnActivation::kGeluTanh) {
+        GeluTanhMul(g, h3_ + i * hidden, hidden, g);
+      } else {
+        SwiGlu(g, h3_ + i * hidden, hidden, g);
+      }
+    }
     MatMul(w.w2, h1_, n, proj_, t);
-    for (size_t i = 0; i < n; ++i) AddInPlace(x_ + i * dim, proj_ + i * dim, dim);
+    residual(w.post_ffn_norm);
   }
   const size_t first = all_logits ? 0 : n - 1;
   const size_t m = n - first;
   for (size_t i = first; i < n; ++i) RmsNorm(x_ + i * dim, model_.final_norm, dim, c.rms_eps, xb_ + (i - first) * dim);
   MatMul(model_.output, xb_, m, logits_, t);
+  if (c.final_softcap > 0.0f) {
+    const size_t vocab = static_cast<size_t>(c.vocab_size);
+    SoftCap(logits_, m * vocab, c.final_softcap, logits_);
+  }
 }
 
 }  // namespace kvedge

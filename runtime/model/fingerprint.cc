@@ -53,6 +53,19 @@ ModelFingerprint FingerprintModel(const ModelWeights& w) {
   }
   h.F32(c.rope_theta);
   h.F32(c.rms_eps);
+  // What the architecture changes in the forward pass (runtime/model/model.h).
+  for (int v : {static_cast<int>(c.rope_style), static_cast<int>(c.rope_scaling), c.rope_original_context,
+                static_cast<int>(c.ffn_activation), c.sliding_window, c.swa_period}) {
+    h.U64(static_cast<uint64_t>(static_cast<int64_t>(v)));
+  }
+  for (float v : {c.rope_scaling_factor, c.rope_attn_factor, c.embedding_scale, c.attn_scale, c.attn_softcap,
+                  c.final_softcap}) {
+    h.F32(v);
+  }
+  const int half_rope = c.rope_dim / 2;
+  Norm(h, "rope_freqs.weight", w.rope_freqs, half_rope);
+  Norm(h, "rope_factors_short.weight", w.rope_factors_short, half_rope);
+  Norm(h, "rope_factors_long.weight", w.rope_factors_long, half_rope);
   Tensor(h, "token_embd.weight", w.token_embedding);
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& lw = w.layers[l];
@@ -61,11 +74,17 @@ ModelFingerprint FingerprintModel(const ModelWeights& w) {
     Tensor(h, p + "attn_q.weight", lw.wq);
     Tensor(h, p + "attn_k.weight", lw.wk);
     Tensor(h, p + "attn_v.weight", lw.wv);
+    const int q_width = c.n_heads * c.head_dim, kv_width = c.n_kv_heads * c.head_dim;
+    Norm(h, p + "attn_q.bias", lw.bq, q_width);
+    Norm(h, p + "attn_k.bias", lw.bk, kv_width);
+    Norm(h, p + "attn_v.bias", lw.bv, kv_width);
     Tensor(h, p + "attn_output.weight", lw.wo);
+    Norm(h, p + "post_attention_norm.weight", lw.post_attn_norm, c.dim);
     Norm(h, p + "ffn_norm.weight", lw.ffn_norm, c.dim);
     Tensor(h, p + "ffn_gate.weight", lw.w1);
     Tensor(h, p + "ffn_up.weight", lw.w3);
     Tensor(h, p + "ffn_down.weight", lw.w2);
+    Norm(h, p + "post_ffw_norm.weight", lw.post_ffn_norm, c.dim);
   }
   Norm(h, "output_norm.weight", w.final_norm, c.dim);
   Tensor(h, "output.weight", w.output);

@@ -98,6 +98,12 @@ struct Random {
 Status ConvertToGguf(const ModelWeights& model, const SpmTokenizer& tokenizer, const std::string& path,
                      WeightType type) {
   const ModelConfig& c = model.config;
+  // The writer knows the plain llama layout only (what llama2.c holds).
+  if (c.architecture != "llama" || static_cast<int64_t>(c.n_heads) * c.head_dim != c.dim ||
+      c.rope_scaling != RopeScaling::kNone || model.rope_freqs != nullptr || c.sliding_window > 0) {
+    return Unsupported("convert: only plain llama models (llama2.c checkpoints) are converted; '" + c.name +
+                       "' is " + c.architecture + " with features the writer does not store");
+  }
   if (tokenizer.vocab_size() != c.vocab_size) {
     return InvalidArgument("convert: tokenizer has " + std::to_string(tokenizer.vocab_size()) +
                            " tokens, model vocab_size is " + std::to_string(c.vocab_size));

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -142,6 +143,63 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadBytes(const uint8_t* data, size_t si
   return w;
 }
 
+// What llama.cpp hard-codes per architecture; everything else is metadata.
+struct ArchTraits {
+  const char* name;
+  RopeStyle rope_style;
+  FfnActivation ffn;
+  bool fused_qkv;        // attn_qkv.weight rows: Q, then K, then V (phi3)
+  bool fused_gate_up;    // ffn_up.weight rows: gate, then up (phi3)
+  bool embedding_scale;  // embeddings × √dim (gemma)
+  bool post_norms;       // post_attention_norm, post_ffw_norm (gemma2)
+  bool tied_output;      // output.weight never read (gemma)
+  bool sliding_window;   // reads attention.sliding_window
+  int swa_period;        // KvShape::Windowed pattern (gemma2: even layers)
+  bool softcaps;         // attn/final logit soft-capping (gemma2)
+};
+constexpr ArchTraits kArchitectures[] = {
+    {"llama", RopeStyle::kNorm, FfnActivation::kSilu, false, false, false, false, false, true, 1, false},
+    {"qwen2", RopeStyle::kNeox, FfnActivation::kSilu, false, false, false, false, false, false, 1, false},
+    {"phi3", RopeStyle::kNeox, FfnActivation::kSilu, true, true, false, false, false, true, 1, false},
+    {"gemma", RopeStyle::kNeox, FfnActivation::kGeluTanh, false, false, true, false, true, false, 1, false},
+    {"gemma2", RopeStyle::kNeox, FfnActivation::kGeluTanh, false, false, true, true, true, true, 2, true},
+};
+
+// Rows [begin, begin + rows) of a row-major matrix, in place.
+MatrixView RowSlice(const MatrixView& m, size_t begin, size_t rows) {
+  MatrixView s = m;
+  s.data = static_cast<const uint8_t*>(m.data) + begin * WeightRowBytes(m.type, m.cols);
+  s.rows = rows;
+  return s;
+}
+
+// An optional vector: null when absent, else as Vector.
+StatusOr<const float*> OptionalVector(const GgufFile& g, const std::string& name, uint64_t n, ModelWeights* w) {
+  if (g.FindTensor(name) == nullptr) return static_cast<const float*>(nullptr);
+  return Vector(g, name, n, w);
+}
+
+// A frequency-factor vector: optional, every entry finite and positive.
+StatusOr<const float*> FactorVector(const GgufFile& g, const std::string& name, uint64_t n, ModelWeights* w) {
+  KVEDGE_ASSIGN_OR_RETURN(const float* f, OptionalVector(g, name, n, w));
+  for (uint64_t i = 0; f != nullptr && i < n; ++i) {
+    if (!std::isfinite(f[i]) || f[i] <= 0.0f) {
+      return DataLoss(g.name() + ": tensor '" + name + "' entry " + std::to_string(i) + " = " + std::to_string(f[i]) +
+                      " is not a positive frequency factor");
+    }
+  }
+  return f;
+}
+
+StatusOr<std::string> GetString(const GgufFile& g, const std::string& key) {
+  const GgufValue* v = g.Find(key);
+  if (v == nullptr) return std::string();
+  if (v->type != GgufType::kString) {
+    return DataLoss(g.name() + ": metadata '" + key + "' has type " + GgufTypeName(v->type) + ", expected a string");
+  }
+  return std::string(v->str.substr(0, 64));
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<ModelWeights>> LoadGgufModel(const GgufFile& g) {
@@ -150,25 +208,68 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadGgufModel(const GgufFile& g) {
   if (arch == nullptr || arch->type != GgufType::kString) {
     return DataLoss(file + ": missing string metadata 'general.architecture'");
   }
-  if (arch->str != "llama") {
+  const ArchTraits* traits = nullptr;
+  for (const ArchTraits& a : kArchitectures) {
+    if (arch->str == a.name) traits = &a;
+  }
+  if (traits == nullptr) {
     return Unsupported(file + ": architecture '" + std::string(arch->str.substr(0, 64)) +
-                       "' is not supported (kvedge runs 'llama')");
+                       "' is not supported (kvedge runs llama, qwen2, phi3, gemma, gemma2)");
   }
   auto w = std::make_unique<ModelWeights>();
   ModelConfig& c = w->config;
-  c.architecture = "llama";
+  c.architecture = traits->name;
+  const std::string a = std::string(traits->name) + ".";
   const GgufValue* gname = g.Find("general.name");
   c.name = gname != nullptr && gname->type == GgufType::kString ? std::string(gname->str) : BaseName(file);
-  KVEDGE_ASSIGN_OR_RETURN(c.context_length, GetInt(g, "llama.context_length", -1));
-  KVEDGE_ASSIGN_OR_RETURN(c.dim, GetInt(g, "llama.embedding_length", -1));
-  KVEDGE_ASSIGN_OR_RETURN(c.n_layers, GetInt(g, "llama.block_count", -1));
-  KVEDGE_ASSIGN_OR_RETURN(c.hidden_dim, GetInt(g, "llama.feed_forward_length", -1));
-  KVEDGE_ASSIGN_OR_RETURN(c.n_heads, GetInt(g, "llama.attention.head_count", -1));
-  KVEDGE_ASSIGN_OR_RETURN(c.n_kv_heads, GetInt(g, "llama.attention.head_count_kv", c.n_heads));
-  c.head_dim = c.dim / c.n_heads;
-  KVEDGE_ASSIGN_OR_RETURN(c.rope_dim, GetInt(g, "llama.rope.dimension_count", c.head_dim));
-  KVEDGE_ASSIGN_OR_RETURN(c.rope_theta, GetFloat(g, "llama.rope.freq_base", 10000.0f, false));
-  KVEDGE_ASSIGN_OR_RETURN(c.rms_eps, GetFloat(g, "llama.attention.layer_norm_rms_epsilon", 0.0f, true));
+  KVEDGE_ASSIGN_OR_RETURN(c.context_length, GetInt(g, a + "context_length", -1));
+  KVEDGE_ASSIGN_OR_RETURN(c.dim, GetInt(g, a + "embedding_length", -1));
+  KVEDGE_ASSIGN_OR_RETURN(c.n_layers, GetInt(g, a + "block_count", -1));
+  KVEDGE_ASSIGN_OR_RETURN(c.hidden_dim, GetInt(g, a + "feed_forward_length", -1));
+  KVEDGE_ASSIGN_OR_RETURN(c.n_heads, GetInt(g, a + "attention.head_count", -1));
+  KVEDGE_ASSIGN_OR_RETURN(c.n_kv_heads, GetInt(g, a + "attention.head_count_kv", c.n_heads));
+  if (c.dim % c.n_heads != 0 && g.Find(a + "attention.key_length") == nullptr) {
+    return DataLoss(file + ": embedding_length " + std::to_string(c.dim) + " is not a multiple of head_count " +
+                    std::to_string(c.n_heads) + " and '" + a + "attention.key_length' is missing");
+  }
+  KVEDGE_ASSIGN_OR_RETURN(c.head_dim, GetInt(g, a + "attention.key_length", c.dim / c.n_heads));
+  KVEDGE_ASSIGN_OR_RETURN(const int value_length, GetInt(g, a + "attention.value_length", c.head_dim));
+  if (value_length != c.head_dim) {
+    return Unsupported(file + ": attention.value_length " + std::to_string(value_length) + " differs from key_length " +
+                       std::to_string(c.head_dim) + "; kvedge's cache holds keys and values of one head size");
+  }
+  KVEDGE_ASSIGN_OR_RETURN(c.rope_dim, GetInt(g, a + "rope.dimension_count", c.head_dim));
+  KVEDGE_ASSIGN_OR_RETURN(c.rope_theta, GetFloat(g, a + "rope.freq_base", 10000.0f, false));
+  KVEDGE_ASSIGN_OR_RETURN(c.rms_eps, GetFloat(g, a + "attention.layer_norm_rms_epsilon", 0.0f, true));
+  c.rope_style = traits->rope_style;
+  c.ffn_activation = traits->ffn;
+  KVEDGE_ASSIGN_OR_RETURN(const std::string scaling, GetString(g, a + "rope.scaling.type"));
+  if (scaling == "linear") {
+    c.rope_scaling = RopeScaling::kLinear;
+  } else if (scaling == "yarn") {
+    c.rope_scaling = RopeScaling::kYarn;
+  } else if (!scaling.empty() && scaling != "none" && !(scaling == "llama3" && g.FindTensor("rope_freqs.weight"))) {
+    // "llama3" is carried by rope_freqs.weight alone (as llama.cpp reads it).
+    return Unsupported(file + ": rope.scaling.type '" + scaling + "' is not supported (none, linear, yarn; llama3 "
+                       "with rope_freqs.weight)");
+  }
+  KVEDGE_ASSIGN_OR_RETURN(c.rope_scaling_factor, GetFloat(g, a + "rope.scaling.factor", 1.0f, false));
+  KVEDGE_ASSIGN_OR_RETURN(c.rope_original_context, GetInt(g, a + "rope.scaling.original_context_length", 0));
+  KVEDGE_ASSIGN_OR_RETURN(c.rope_attn_factor, GetFloat(g, a + "rope.scaling.attn_factor", 1.0f, false));
+  if (traits->embedding_scale) c.embedding_scale = std::sqrt(static_cast<float>(c.dim));
+  if (traits->sliding_window) {
+    // gemma2 without the key: llama.cpp's default of 4096.
+    KVEDGE_ASSIGN_OR_RETURN(c.sliding_window,
+                            GetInt(g, a + "attention.sliding_window", traits->swa_period > 1 ? 4096 : 0));
+    c.swa_period = traits->swa_period;
+  }
+  if (traits->softcaps) {
+    KVEDGE_ASSIGN_OR_RETURN(c.attn_softcap, GetFloat(g, a + "attn_logit_softcapping", 50.0f, false));
+    KVEDGE_ASSIGN_OR_RETURN(c.final_softcap, GetFloat(g, a + "final_logit_softcapping", 30.0f, false));
+    // gemma2 27B (46 layers) scales queries by 1/sqrt(dim/heads), the others
+    // by 1/sqrt(head_dim): llama.cpp picks by model size (no GGUF key).
+    if (c.n_layers == 46) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.dim / c.n_heads));
+  }
   const GgufTensorInfo* embd = g.FindTensor("token_embd.weight");
   if (const GgufValue* tokens = g.Find("tokenizer.ggml.tokens")) {
     if (tokens->type != GgufType::kArray || tokens->elem_type != GgufType::kString) {
@@ -185,22 +286,46 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadGgufModel(const GgufFile& g) {
   const uint64_t KV = static_cast<uint64_t>(c.n_kv_heads) * c.head_dim;
   uint64_t& bytes = w->weight_bytes;
   KVEDGE_ASSIGN_OR_RETURN(w->token_embedding, Matrix(g, "token_embd.weight", V, D, &bytes));
+  const uint64_t pairs = static_cast<uint64_t>(c.rope_dim / 2);
+  KVEDGE_ASSIGN_OR_RETURN(w->rope_freqs, FactorVector(g, "rope_freqs.weight", pairs, w.get()));
+  KVEDGE_ASSIGN_OR_RETURN(w->rope_factors_short, FactorVector(g, "rope_factors_short.weight", pairs, w.get()));
+  KVEDGE_ASSIGN_OR_RETURN(w->rope_factors_long, FactorVector(g, "rope_factors_long.weight", pairs, w.get()));
   w->layers.resize(c.n_layers);
   for (int l = 0; l < c.n_layers; ++l) {
     LayerWeights& lw = w->layers[l];
     const std::string p = "blk." + std::to_string(l) + ".";
     KVEDGE_ASSIGN_OR_RETURN(lw.attn_norm, Vector(g, p + "attn_norm.weight", D, w.get()));
-    KVEDGE_ASSIGN_OR_RETURN(lw.wq, Matrix(g, p + "attn_q.weight", Q, D, &bytes));
-    KVEDGE_ASSIGN_OR_RETURN(lw.wk, Matrix(g, p + "attn_k.weight", KV, D, &bytes));
-    KVEDGE_ASSIGN_OR_RETURN(lw.wv, Matrix(g, p + "attn_v.weight", KV, D, &bytes));
+    if (traits->fused_qkv) {
+      KVEDGE_ASSIGN_OR_RETURN(const MatrixView qkv, Matrix(g, p + "attn_qkv.weight", Q + 2 * KV, D, &bytes));
+      lw.wq = RowSlice(qkv, 0, Q);
+      lw.wk = RowSlice(qkv, Q, KV);
+      lw.wv = RowSlice(qkv, Q + KV, KV);
+    } else {
+      KVEDGE_ASSIGN_OR_RETURN(lw.wq, Matrix(g, p + "attn_q.weight", Q, D, &bytes));
+      KVEDGE_ASSIGN_OR_RETURN(lw.wk, Matrix(g, p + "attn_k.weight", KV, D, &bytes));
+      KVEDGE_ASSIGN_OR_RETURN(lw.wv, Matrix(g, p + "attn_v.weight", KV, D, &bytes));
+    }
+    KVEDGE_ASSIGN_OR_RETURN(lw.bq, OptionalVector(g, p + "attn_q.bias", Q, w.get()));
+    KVEDGE_ASSIGN_OR_RETURN(lw.bk, OptionalVector(g, p + "attn_k.bias", KV, w.get()));
+    KVEDGE_ASSIGN_OR_RETURN(lw.bv, OptionalVector(g, p + "attn_v.bias", KV, w.get()));
     KVEDGE_ASSIGN_OR_RETURN(lw.wo, Matrix(g, p + "attn_output.weight", D, Q, &bytes));
     KVEDGE_ASSIGN_OR_RETURN(lw.ffn_norm, Vector(g, p + "ffn_norm.weight", D, w.get()));
-    KVEDGE_ASSIGN_OR_RETURN(lw.w1, Matrix(g, p + "ffn_gate.weight", H, D, &bytes));
-    KVEDGE_ASSIGN_OR_RETURN(lw.w3, Matrix(g, p + "ffn_up.weight", H, D, &bytes));
+    if (traits->fused_gate_up) {
+      KVEDGE_ASSIGN_OR_RETURN(const MatrixView gate_up, Matrix(g, p + "ffn_up.weight", 2 * H, D, &bytes));
+      lw.w1 = RowSlice(gate_up, 0, H);
+      lw.w3 = RowSlice(gate_up, H, H);
+    } else {
+      KVEDGE_ASSIGN_OR_RETURN(lw.w1, Matrix(g, p + "ffn_gate.weight", H, D, &bytes));
+      KVEDGE_ASSIGN_OR_RETURN(lw.w3, Matrix(g, p + "ffn_up.weight", H, D, &bytes));
+    }
     KVEDGE_ASSIGN_OR_RETURN(lw.w2, Matrix(g, p + "ffn_down.weight", D, H, &bytes));
+    if (traits->post_norms) {
+      KVEDGE_ASSIGN_OR_RETURN(lw.post_attn_norm, Vector(g, p + "post_attention_norm.weight", D, w.get()));
+      KVEDGE_ASSIGN_OR_RETURN(lw.post_ffn_norm, Vector(g, p + "post_ffw_norm.weight", D, w.get()));
+    }
   }
   KVEDGE_ASSIGN_OR_RETURN(w->final_norm, Vector(g, "output_norm.weight", D, w.get()));
-  if (g.FindTensor("output.weight") != nullptr) {
+  if (!traits->tied_output && g.FindTensor("output.weight") != nullptr) {
     KVEDGE_ASSIGN_OR_RETURN(w->output, Matrix(g, "output.weight", V, D, &bytes));
   } else {
     w->output = w->token_embedding;  // tied embeddings

@@ -6,12 +6,24 @@
 #include <string>
 #include <utility>
 #include <vector>
+#include <cmath>
 
 namespace kvedge {
 namespace {
 
-KvShape Stories() { return KvShape{5, 8, 4, 8, 8, 10000.0}; }
-KvShape Llama() { return KvShape{22, 32, 4, 64, 64, 10000.0}; }
+KvShape Shape(int layers, int heads, int kv_heads, int head_dim, int rope_dim, double theta) {
+  KvShape s;
+  s.n_layers = layers;
+  s.n_heads = heads;
+  s.n_kv_heads = kv_heads;
+  s.head_dim = head_dim;
+  s.rope_dim = rope_dim;
+  s.rope_theta = theta;
+  return s;
+}
+
+KvShape Stories() { return Shape(5, 8, 4, 8, 8, 10000.0); }
+KvShape Llama() { return Shape(22, 32, 4, 64, 64, 10000.0); }
 
 KvCacheOptions Opt(EvictionPolicy p, KvFormat k, KvFormat v, uint64_t budget) {
   KvCacheOptions o;
@@ -96,9 +108,22 @@ TEST(KvCachePlanTest, BadOptions) {
   o.sinks = 4;
   EXPECT_FALSE(PlanKvCache(Stories(), o, 1).ok());
   o.sinks = -1;
-  EXPECT_FALSE(PlanKvCache(KvShape{5, 8, 3, 8, 8, 1e4}, o, 1).ok());   // heads % kv heads
-  EXPECT_FALSE(PlanKvCache(KvShape{5, 8, 4, 12, 12, 1e4}, o, 1).ok());  // head dim 12
-  EXPECT_FALSE(PlanKvCache(KvShape{5, 8, 4, 8, 10, 1e4}, o, 1).ok());   // rope dim > head dim
+  EXPECT_FALSE(PlanKvCache(Shape(5, 8, 3, 8, 8, 1e4), o, 1).ok());   // heads % kv heads
+  EXPECT_FALSE(PlanKvCache(Shape(5, 8, 4, 12, 12, 1e4), o, 1).ok());  // head dim 12
+  EXPECT_FALSE(PlanKvCache(Shape(5, 8, 4, 8, 10, 1e4), o, 1).ok());   // rope dim > head dim
+  EXPECT_TRUE(PlanKvCache(Shape(5, 8, 4, 48, 48, 1e4), o, 1).ok());   // any multiple of 8
+  EXPECT_FALSE(PlanKvCache(Shape(5, 8, 4, 264, 264, 1e4), o, 1).ok());  // above 256
+  KvShape bad = Stories();
+  bad.rope_freqs = {1.0, 0.5, 0.25};  // 4 pairs expected
+  EXPECT_FALSE(PlanKvCache(bad, o, 1).ok());
+  bad.rope_freqs = {1.0, 0.5, -0.25, 0.1};
+  EXPECT_FALSE(PlanKvCache(bad, o, 1).ok());
+  bad = Stories();
+  bad.sliding_window = -1;
+  EXPECT_FALSE(PlanKvCache(bad, o, 1).ok());
+  bad = Stories();
+  bad.attn_softcap = std::nanf("");
+  EXPECT_FALSE(PlanKvCache(bad, o, 1).ok());
   KvCacheOptions none = Opt(EvictionPolicy::kSinks, KvFormat::kInt4, KvFormat::kInt4, 0);
   auto p = PlanKvCache(Stories(), none, 1);
   ASSERT_FALSE(p.ok());
@@ -166,7 +191,7 @@ std::vector<std::pair<const char*, Region>> LaneRegions(const LaneLayout& l) {
 
 std::vector<std::pair<const char*, Region>> ScratchRegions(const ScratchLayout& s) {
   return {{"scores", s.scores}, {"block_angles", s.block_angles}, {"block_ptrs", s.block_ptrs},
-          {"query", s.query}, {"stage_keys", s.stage_keys}, {"stage_values", s.stage_values},
+          {"query", s.query}, {"reordered", s.reordered}, {"stage_keys", s.stage_keys}, {"stage_values", s.stage_values},
           {"stage_tmp", s.stage_tmp}, {"slow_keys", s.slow_keys}, {"candidates", s.candidates},
           {"cand_scores", s.cand_scores}, {"cand_ids", s.cand_ids}, {"cand_index", s.cand_index},
           {"cand_order", s.cand_order}};
@@ -228,6 +253,7 @@ TEST(KvCachePlanTest, LayoutRegionsAreInsideAndDisjoint) {
             EXPECT_EQ(s.scores.bytes, (group + 1) * (plan->sinks + all * kKvBlockTokens) * sizeof(float)) << where;
             EXPECT_EQ(s.block_angles.bytes, all * static_cast<size_t>(head_dim) * sizeof(float)) << where;
             EXPECT_EQ(s.block_ptrs.bytes, 2 * all * sizeof(void*)) << where;
+            EXPECT_EQ(s.reordered.bytes, (group + 1) * d * sizeof(float)) << where;
             EXPECT_EQ(s.stage_keys.bytes, kKvBlockTokens * d * sizeof(float)) << where;
             EXPECT_EQ(s.slow_keys.bytes, plan->SlowKeyPath() ? (all + 1) * kKvBlockTokens * d * sizeof(float) : 0u)
                 << where;

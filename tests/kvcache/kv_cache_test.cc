@@ -20,6 +20,17 @@
 namespace kvedge {
 namespace {
 
+KvShape Shape(int layers, int heads, int kv_heads, int head_dim, int rope_dim, double theta) {
+  KvShape s;
+  s.n_layers = layers;
+  s.n_heads = heads;
+  s.n_kv_heads = kv_heads;
+  s.head_dim = head_dim;
+  s.rope_dim = rope_dim;
+  s.rope_theta = theta;
+  return s;
+}
+
 constexpr int G = kKvBlockTokens;
 
 // Random per-token tensors for every layer: k, v [kv][D]; q [heads][D].
@@ -47,38 +58,49 @@ struct Stream {
   const float* Q(int t, int l) const { return q[static_cast<size_t>(t) * shape.n_layers + l].data(); }
 };
 
-// x rotated to position pos (RoPE on adjacent pairs), in double.
+// x rotated to position pos, in double, from the RoPE definition: pair i is
+// (2i, 2i+1) (norm) or (i, i + rope_dim/2) (neox), turned by θ_i·pos with θ_i
+// from rope_freqs or base^(−2i/rope_dim), the rotated channels scaled by
+// rope_mscale.
 std::vector<double> Rotate(const float* x, const KvShape& s, int64_t pos) {
   std::vector<double> out(x, x + s.head_dim);
-  for (int i = 0; i < s.rope_dim / 2; ++i) {
-    const double theta = std::pow(s.rope_theta, -2.0 * i / s.rope_dim);
+  const int half = s.rope_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const double theta = s.rope_freqs.empty() ? std::pow(s.rope_theta, -2.0 * i / s.rope_dim) : s.rope_freqs[i];
     const double a = theta * static_cast<double>(pos);
-    const double x0 = x[2 * i], x1 = x[2 * i + 1];
-    out[2 * i] = x0 * std::cos(a) - x1 * std::sin(a);
-    out[2 * i + 1] = x0 * std::sin(a) + x1 * std::cos(a);
+    const int i0 = s.rope_style == RopeStyle::kNeox ? i : 2 * i;
+    const int i1 = s.rope_style == RopeStyle::kNeox ? i + half : 2 * i + 1;
+    const double x0 = x[i0], x1 = x[i1], m = s.rope_mscale;
+    out[i0] = m * (x0 * std::cos(a) - x1 * std::sin(a));
+    out[i1] = m * (x0 * std::sin(a) + x1 * std::cos(a));
   }
   return out;
 }
 
-// Naive attention of one query head over tokens at positions; returns the
-// output and (optionally) the softmax weights.
+// Naive attention of one query head over tokens (stream indices) at
+// positions; returns the output and (optionally) the softmax weights. Scale,
+// soft-cap and the sliding window (by stream index) as KvShape defines them.
 std::vector<double> NaiveAttention(const Stream& st, int layer, int head, int query_token,
                                    const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions,
                                    int64_t query_pos, std::vector<double>* probs) {
   const KvShape& s = st.shape;
   const int kvh = head / (s.n_heads / s.n_kv_heads);
   const auto q = Rotate(st.Q(query_token, layer) + static_cast<size_t>(head) * s.head_dim, s, query_pos);
+  const double scale = s.attn_scale > 0 ? s.attn_scale : 1.0 / std::sqrt(static_cast<double>(s.head_dim));
   std::vector<double> scores(tokens.size());
+  std::vector<bool> visible(tokens.size(), true);
   double mx = -1e300;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const auto k = Rotate(st.K(static_cast<int>(tokens[i]), layer) + static_cast<size_t>(kvh) * s.head_dim, s, positions[i]);
     double dot = 0;
     for (int c = 0; c < s.head_dim; ++c) dot += q[c] * k[c];
-    scores[i] = dot / std::sqrt(static_cast<double>(s.head_dim));
-    mx = std::max(mx, scores[i]);
+    scores[i] = dot * scale;
+    if (s.attn_softcap > 0) scores[i] = s.attn_softcap * std::tanh(scores[i] / s.attn_softcap);
+    visible[i] = !s.Windowed(layer) || query_token - tokens[i] < s.sliding_window;
+    if (visible[i]) mx = std::max(mx, scores[i]);
   }
   double sum = 0;
-  for (auto& x : scores) sum += (x = std::exp(x - mx));
+  for (size_t i = 0; i < tokens.size(); ++i) sum += (scores[i] = visible[i] ? std::exp(scores[i] - mx) : 0.0);
   std::vector<double> out(s.head_dim, 0.0);
   for (size_t i = 0; i < tokens.size(); ++i) {
     scores[i] /= sum;
@@ -193,7 +215,25 @@ struct PolicyCase {
   int capacity, sinks, heavy;
   PositionMode positions;
   KvCacheOptions variant = KvCacheOptions();
+  int head_dim = 16;
+  bool features = false;  // NEOX, partial rotary, frequencies, magnitude, scale, soft-cap, windowed layer 0
 };
+
+// The attention features of qwen2/phi3/gemma2 in one shape: 2 layers (layer 0
+// windowed, layer 1 global), 4 query heads on 2 kv heads.
+KvShape FeatureShape(int head_dim) {
+  KvShape s = Shape(2, 4, 2, head_dim, head_dim - 8, 10000.0);
+  s.rope_style = RopeStyle::kNeox;
+  for (int i = 0; i < s.rope_dim / 2; ++i) {
+    s.rope_freqs.push_back(std::pow(s.rope_theta, -2.0 * i / s.rope_dim) / (1.0 + 0.25 * i));
+  }
+  s.rope_mscale = 1.19f;
+  s.attn_scale = 0.3f;
+  s.attn_softcap = 5.0f;
+  s.sliding_window = 40;
+  s.swa_period = 2;
+  return s;
+}
 
 class PolicyTest : public ::testing::TestWithParam<PolicyCase> {};
 
@@ -202,7 +242,7 @@ class PolicyTest : public ::testing::TestWithParam<PolicyCase> {};
 // equals naive attention over those tokens.
 TEST_P(PolicyTest, MatchesBruteForceAndNaiveAttention) {
   const PolicyCase pc = GetParam();
-  const KvShape shape{2, 4, 2, 16, 16, 10000.0};
+  const KvShape shape = pc.features ? FeatureShape(pc.head_dim) : Shape(2, 4, 2, pc.head_dim, pc.head_dim, 10000.0);
   const KvCachePlan plan =
       MakePlan(shape, pc.policy, KvFormat::kF32, pc.capacity, pc.sinks, pc.heavy, pc.positions, 1, pc.variant);
   auto cache = KvCache::Create(plan, nullptr);
@@ -277,7 +317,18 @@ INSTANTIATE_TEST_SUITE_P(
                       PolicyCase{EvictionPolicy::kSinks, 100, 4, -1, PositionMode::kInCache,
                                  With(KeyRope::kInBlock, H2OScore::kCumulative, 0, false)},
                       PolicyCase{EvictionPolicy::kH2O, 140, 4, 40, PositionMode::kInCache,
-                                 With(KeyRope::kInBlock, H2OScore::kCumulative, 0, false)}),
+                                 With(KeyRope::kInBlock, H2OScore::kCumulative, 0, false)},
+                      // Head sizes whose value groups straddle tokens, and the
+                      // architecture features (sliding window with each policy).
+                      PolicyCase{EvictionPolicy::kFull, 150, -1, -1, PositionMode::kInCache, {}, 48},
+                      PolicyCase{EvictionPolicy::kSinks, 100, 4, -1, PositionMode::kInCache, {}, 80},
+                      PolicyCase{EvictionPolicy::kFull, 150, -1, -1, PositionMode::kInCache, {}, 48, true},
+                      PolicyCase{EvictionPolicy::kSinks, 100, 4, -1, PositionMode::kInCache, {}, 48, true},
+                      PolicyCase{EvictionPolicy::kH2O, 140, 4, 40, PositionMode::kInCache, {}, 112, true},
+                      PolicyCase{EvictionPolicy::kWindow, 64, -1, -1, PositionMode::kAbsolute, With(KeyRope::kPost), 24,
+                                 true},
+                      PolicyCase{EvictionPolicy::kH2O, 200, 2, 70, PositionMode::kAbsolute, With(KeyRope::kPre), 48,
+                                 true}),
     [](const auto& info) {
       const PolicyCase& c = info.param;
       const KvCacheOptions& v = c.variant;
@@ -287,11 +338,13 @@ INSTANTIATE_TEST_SUITE_P(
       if (v.h2o_score != H2OScore::kCumulative) name += std::string("_") + H2OScoreName(v.h2o_score);
       if (v.h2o_lifetime > 0) name += "_lifetime" + std::to_string(v.h2o_lifetime);
       if (!v.hot_tail) name += "_no_hot_tail";
+      if (c.head_dim != 16) name += "_d" + std::to_string(c.head_dim);
+      if (c.features) name += "_neox_scaled_softcap_swa";
       return name;
     });
 
 TEST(KvCacheTest, FullPolicyRefusesPastCapacity) {
-  const KvShape shape{1, 2, 1, 8, 8, 10000.0};
+  const KvShape shape = Shape(1, 2, 1, 8, 8, 10000.0);
   auto cache = KvCache::Create(MakePlan(shape, EvictionPolicy::kFull, KvFormat::kInt8, 40), nullptr);
   ASSERT_TRUE(cache.ok());
   const Stream st(shape, 40, 1);
@@ -333,7 +386,7 @@ double MeanAttentionError(const Stream& st, const KvCachePlan& plan, int tokens,
 // Quantized arenas: attention output error against naive f32 attention over
 // the same kept tokens, on keys with an outlier channel.
 TEST(KvCacheTest, QuantizedAttentionErrorIsBounded) {
-  const KvShape shape{1, 8, 2, 64, 64, 10000.0};
+  const KvShape shape = Shape(1, 8, 2, 64, 64, 10000.0);
   const int tokens = 400;
   const Stream st(shape, tokens, 11, /*outliers=*/true);
   for (KvFormat f : {KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4}) {
@@ -361,7 +414,7 @@ class AblationTest : public ::testing::TestWithParam<AblationCase> {};
 
 TEST_P(AblationTest, AttentionEqualsNaiveOverDefinedKeys) {
   const AblationCase ac = GetParam();
-  const KvShape shape{1, 4, 2, 16, 16, 10000.0};
+  const KvShape shape = Shape(1, 4, 2, 16, 16, 10000.0);
   const int tokens = 150;
   KvCacheOptions o;
   o.policy = EvictionPolicy::kFull;
@@ -479,7 +532,7 @@ INSTANTIATE_TEST_SUITE_P(
 // Token-wise INT4 keys must lose to channel-wise ones on keys with an outlier
 // channel: the premise of KIVI/KVQuant that the evaluator measures on models.
 TEST(KvCacheTest, TokenWiseKeysLoseToChannelWiseOnOutlierChannels) {
-  const KvShape shape{1, 8, 2, 64, 64, 10000.0};
+  const KvShape shape = Shape(1, 8, 2, 64, 64, 10000.0);
   const int tokens = 300;
   const Stream st(shape, tokens, 13, /*outliers=*/true);
   double mean[2] = {0, 0};
@@ -517,7 +570,7 @@ TEST(KvCacheTest, TokenWiseKeysLoseToChannelWiseOnOutlierChannels) {
 // the error. The bound (2.5x) guards against regressions; keeping unchanged
 // heavy blocks in place instead of re-forming all of them is the known fix.
 TEST(KvCacheTest, HeavyHitterRequantizationErrorIsMeasuredAndBounded) {
-  const KvShape shape{1, 8, 2, 64, 64, 10000.0};
+  const KvShape shape = Shape(1, 8, 2, 64, 64, 10000.0);
   const int tokens = testing::ScaledCount(600, 320);
   const Stream st(shape, tokens, 17, /*outliers=*/true);
   for (KvFormat f : {KvFormat::kInt8, KvFormat::kInt4}) {
@@ -535,7 +588,7 @@ TEST(KvCacheTest, HeavyHitterRequantizationErrorIsMeasuredAndBounded) {
 }
 
 TEST(KvCacheTest, ThreadedAttentionEqualsSingleThreaded) {
-  const KvShape shape{2, 8, 4, 32, 32, 10000.0};
+  const KvShape shape = Shape(2, 8, 4, 32, 32, 10000.0);
   const KvCachePlan plan = MakePlan(shape, EvictionPolicy::kH2O, KvFormat::kInt4, 200, 4, 60, PositionMode::kInCache, 2);
   auto a = KvCache::Create(plan, nullptr);
   auto b = KvCache::Create(plan, nullptr);
@@ -558,7 +611,7 @@ TEST(KvCacheTest, ThreadedAttentionEqualsSingleThreaded) {
 // Allocation-free appends and attention, constant arena, held ≤ arena at
 // every step of a 100k-token stream.
 TEST(KvCacheTest, LongStreamStaysInBudgetWithoutAllocating) {
-  const KvShape shape{1, 2, 1, 8, 8, 10000.0};
+  const KvShape shape = Shape(1, 2, 1, 8, 8, 10000.0);
   struct Variant {
     EvictionPolicy policy;
     KvCacheOptions options;

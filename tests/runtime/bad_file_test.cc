@@ -289,6 +289,20 @@ std::vector<BadCase> Cases() {
   model("heads_do_not_divide", [] {
     return TinyLlama("", [](GgufBuilder& b) { b.U32("llama.rope.dimension_count", 7); }).Build();
   }, "rope_dim 7 must be even");
+  model("unknown_rope_scaling", [] {
+    return TinyLlama("", [](GgufBuilder& b) { b.Str("llama.rope.scaling.type", "longrope"); }).Build();
+  }, "rope.scaling.type 'longrope' is not supported");
+  model("value_length_differs", [] {
+    return TinyLlama("", [](GgufBuilder& b) {
+      b.U32("llama.attention.key_length", 8);
+      b.U32("llama.attention.value_length", 16);
+    }).Build();
+  }, "attention.value_length 16 differs from key_length 8");
+  model("zero_rope_factor", [] {
+    auto b = TinyLlama();
+    b.Add("rope_freqs.weight", {4});  // zero-filled
+    return b.Build();
+  }, "tensor 'rope_freqs.weight' entry 0 = 0.000000 is not a positive frequency factor");
   model("missing_tensor", [] { return TinyLlama("blk.0.ffn_up.weight").Build(); },
         "missing tensor 'blk.0.ffn_up.weight' (expected shape [32, 64])");
   model("shape_mismatch", [] {

@@ -27,8 +27,8 @@ TEST(KvFormatTest, BlockBytes) {
 }
 
 TEST(KvFormatTest, HeadDims) {
-  for (int d : {8, 16, 32, 64, 96, 128, 160, 256}) EXPECT_TRUE(IsSupportedHeadDim(d)) << d;
-  for (int d : {0, 4, 12, 24, 40, 80, 264, 512}) EXPECT_FALSE(IsSupportedHeadDim(d)) << d;
+  for (int d : {8, 16, 24, 32, 40, 48, 64, 80, 96, 112, 128, 160, 200, 256}) EXPECT_TRUE(IsSupportedHeadDim(d)) << d;
+  for (int d : {0, 4, 12, 20, 44, 264, 512}) EXPECT_FALSE(IsSupportedHeadDim(d)) << d;
 }
 
 TEST(KvFormatTest, Names) {

@@ -426,6 +426,27 @@ void TestVectorOps() {
       SwiGlu(gate.data(), b, n, gate.data());
       for (size_t i = 0; i < n; ++i) ASSERT_EQ(gate[i], out[i]) << n;
 
+      // GeluTanhMul: Tanh ≤ 4 ulp, and the rounding of g³ inside it, give an
+      // absolute error ≲ 1e-6·|g·u|; the products add relative 4 ulp.
+      GeluTanhMul(a, b, n, out.data());
+      ref::GeluTanhMul(a, b, n, want.data());
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_LE(std::fabs(out[i] - want[i]), 2e-6 * std::fabs(a[i] * b[i]) + 1e-37) << n << " g=" << a[i];
+      }
+      std::vector<float> up(b, b + n);  // out aliasing up
+      GeluTanhMul(a, up.data(), n, up.data());
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(up[i], out[i]) << n;
+
+      // SoftCap: relative 1e-6 (Tanh ≤ 4 ulp, a divide and a multiply).
+      for (float cap : {0.5f, 50.0f}) {
+        SoftCap(a, n, cap, out.data());
+        ref::SoftCap(a, n, cap, want.data());
+        for (size_t i = 0; i < n; ++i) {
+          ASSERT_LE(std::fabs(out[i] - want[i]), 1e-6 * std::fabs(want[i]) + 1e-37) << n << " x=" << a[i];
+          ASSERT_LE(std::fabs(out[i]), cap);
+        }
+      }
+
       // AddInPlace: exact (one f32 add per element either way).
       std::vector<float> acc(a, a + n);
       AddInPlace(acc.data(), b, n);
@@ -448,6 +469,16 @@ void TestVectorOps() {
   EXPECT_LE(std::fabs(out[0]), 1e-35f);  // −200·e^−88 / (1 + …) ≈ −1.2e−36
   EXPECT_EQ(out[1], 400.0f);
   EXPECT_EQ(out[2], 0.0f);
+  // GELU saturates to 0 and to the identity; soft-capping to ±cap.
+  const float g2[3] = {-200.0f, 200.0f, 1.0f};
+  GeluTanhMul(g2, up, 3, out);
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_EQ(out[1], 400.0f);
+  EXPECT_NEAR(out[2], 5.0f * 0.841192f, 1e-5f);  // gelu_tanh(1) = 0.8411920
+  const float big[2] = {1e30f, -1e30f};
+  SoftCap(big, 2, 30.0f, out);
+  EXPECT_EQ(out[0], 30.0f);
+  EXPECT_EQ(out[1], -30.0f);
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
