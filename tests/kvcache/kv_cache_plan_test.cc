@@ -217,9 +217,14 @@ void ExpectDisjointInside(const std::vector<std::pair<const char*, Region>>& reg
 
 TEST(KvCachePlanTest, LayoutRegionsAreInsideAndDisjoint) {
   int plans = 0;
-  for (int head_dim : {8, 16, 32, 64, 128, 256}) {
+  for (int head_dim : {8, 16, 32, 48, 64, 80, 128, 256}) {
     if (!IsSupportedHeadDim(head_dim)) continue;
-    const KvShape shape{2, 8, 2, head_dim, head_dim, 10000.0};
+    KvShape shape;
+    shape.n_layers = 2;
+    shape.n_heads = 8;
+    shape.n_kv_heads = 2;
+    shape.head_dim = head_dim;
+    shape.rope_dim = head_dim;
     for (EvictionPolicy p : {EvictionPolicy::kFull, EvictionPolicy::kWindow, EvictionPolicy::kSinks, EvictionPolicy::kH2O}) {
       for (KvFormat kf : {KvFormat::kF32, KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4}) {
         for (KvFormat vf : {KvFormat::kF32, KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4}) {
