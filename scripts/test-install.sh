@@ -109,6 +109,7 @@ shared_depends="libc6
 libgcc-s1
 libhwy1
 libmimalloc2.0
+libpcre2-8-0
 libstdc++6
 libtbb12"
 same_list "kvedge Depends" "$shared_depends" "$(deb_depends "$work/deb/kvedge_${version}_$arch.deb")"
@@ -116,7 +117,8 @@ same_list "libkvedge$abi Depends" "$shared_depends" "$(deb_depends "$work/deb/li
 same_list "libkvedge-dev Depends" "libkvedge$abi (= $version)
 libhwy-dev
 libtbb-dev
-libmimalloc-dev" "$(deb_depends "$work/deb/libkvedge-dev_${version}_$arch.deb")"
+libmimalloc-dev
+libpcre2-dev" "$(deb_depends "$work/deb/libkvedge-dev_${version}_$arch.deb")"
 shlibs=$(dpkg-deb --ctrl-tarfile "$work/deb/libkvedge${abi}_${version}_$arch.deb" | tar -xO ./shlibs)
 [[ "$shlibs" == "libkvedge $abi libkvedge$abi (>= $version)" ]] || fail "libkvedge$abi's shlibs is '$shlibs'"
 echo "ok: shlibs of libkvedge$abi"
