@@ -24,6 +24,9 @@ int DecodeUtf8(std::string_view text, size_t pos, uint32_t* cp);
 // Appends the UTF-8 encoding of cp (≤ U+10FFFF, not a surrogate).
 void AppendUtf8(uint32_t cp, std::string* out);
 
+// A byte token's piece "<0xHH>" (upper or lower case hex) → HH; -1 otherwise.
+int ParseBytePiece(std::string_view piece);
+
 }  // namespace kvedge
 
 #endif  // KVEDGE_RUNTIME_TOKENIZER_UTF8_H_
