@@ -55,6 +55,71 @@ HWY_INLINE hn::Vec<DF> TileDot(DF df, const float* HWY_RESTRICT tile, const floa
   return acc;
 }
 
+// Batched decode and prefill: acc[v·N, v·N + N) += Σ tile[i]·x[v·stride + i]
+// over i < len, for v < kV (≤ 8), with the kV accumulators in registers and
+// each tile vector loaded once for all of them. Every vector's accumulator
+// takes TileDot's FMAs in TileDot's order, so the sums equal kV separate
+// TileDot calls bit for bit; the gain is kV independent FMA chains (TileDot
+// alone waits on one: the FMA latency bounds it) and one tile load per kV
+// FMAs. acc: [kV][N] f32, aligned; x: [kV][stride] f32.
+template <size_t kV, class DF>
+HWY_INLINE void TileDots(DF df, const float* HWY_RESTRICT tile, const float* HWY_RESTRICT x, size_t stride,
+                         size_t len, float* HWY_RESTRICT acc) {
+  static_assert(kV >= 1 && kV <= 8, "up to 8 accumulators");
+  const size_t N = hn::Lanes(df);
+  auto a0 = hn::Load(df, acc);
+  auto a1 = kV > 1 ? hn::Load(df, acc + 1 * N) : hn::Zero(df);
+  auto a2 = kV > 2 ? hn::Load(df, acc + 2 * N) : hn::Zero(df);
+  auto a3 = kV > 3 ? hn::Load(df, acc + 3 * N) : hn::Zero(df);
+  auto a4 = kV > 4 ? hn::Load(df, acc + 4 * N) : hn::Zero(df);
+  auto a5 = kV > 5 ? hn::Load(df, acc + 5 * N) : hn::Zero(df);
+  auto a6 = kV > 6 ? hn::Load(df, acc + 6 * N) : hn::Zero(df);
+  auto a7 = kV > 7 ? hn::Load(df, acc + 7 * N) : hn::Zero(df);
+  size_t i = 0;
+  for (; i + N <= len; i += N) {
+    const auto t = hn::Load(df, tile + i);
+    a0 = hn::MulAdd(t, hn::LoadU(df, x + i), a0);
+    if constexpr (kV > 1) a1 = hn::MulAdd(t, hn::LoadU(df, x + 1 * stride + i), a1);
+    if constexpr (kV > 2) a2 = hn::MulAdd(t, hn::LoadU(df, x + 2 * stride + i), a2);
+    if constexpr (kV > 3) a3 = hn::MulAdd(t, hn::LoadU(df, x + 3 * stride + i), a3);
+    if constexpr (kV > 4) a4 = hn::MulAdd(t, hn::LoadU(df, x + 4 * stride + i), a4);
+    if constexpr (kV > 5) a5 = hn::MulAdd(t, hn::LoadU(df, x + 5 * stride + i), a5);
+    if constexpr (kV > 6) a6 = hn::MulAdd(t, hn::LoadU(df, x + 6 * stride + i), a6);
+    if constexpr (kV > 7) a7 = hn::MulAdd(t, hn::LoadU(df, x + 7 * stride + i), a7);
+  }
+  hn::Store(a0, df, acc);
+  if constexpr (kV > 1) hn::Store(a1, df, acc + 1 * N);
+  if constexpr (kV > 2) hn::Store(a2, df, acc + 2 * N);
+  if constexpr (kV > 3) hn::Store(a3, df, acc + 3 * N);
+  if constexpr (kV > 4) hn::Store(a4, df, acc + 4 * N);
+  if constexpr (kV > 5) hn::Store(a5, df, acc + 5 * N);
+  if constexpr (kV > 6) hn::Store(a6, df, acc + 6 * N);
+  if constexpr (kV > 7) hn::Store(a7, df, acc + 7 * N);
+  if (i < len) {  // vectors wider than 32 lanes: TileDot's zero-padded tail
+    for (size_t v = 0; v < kV; ++v) {
+      HWY_ALIGN float xt[kMaxLanes] = {};
+      std::copy(x + v * stride + i, x + v * stride + len, xt);
+      hn::Store(hn::MulAdd(hn::Load(df, tile + i), hn::Load(df, xt), hn::Load(df, acc + v * N)), df, acc + v * N);
+    }
+  }
+}
+
+// TileDots for a run-time nv in [1, 8].
+template <class DF>
+HWY_INLINE void TileDotsN(DF df, const float* HWY_RESTRICT tile, const float* HWY_RESTRICT x, size_t stride,
+                          size_t len, size_t nv, float* HWY_RESTRICT acc) {
+  switch (nv) {
+    case 1: return TileDots<1>(df, tile, x, stride, len, acc);
+    case 2: return TileDots<2>(df, tile, x, stride, len, acc);
+    case 3: return TileDots<3>(df, tile, x, stride, len, acc);
+    case 4: return TileDots<4>(df, tile, x, stride, len, acc);
+    case 5: return TileDots<5>(df, tile, x, stride, len, acc);
+    case 6: return TileDots<6>(df, tile, x, stride, len, acc);
+    case 7: return TileDots<7>(df, tile, x, stride, len, acc);
+    default: return TileDots<8>(df, tile, x, stride, len, acc);
+  }
+}
+
 // out[0, len) = the len weights at src (len ≤ 256, a multiple of the block).
 // The vector decoders give the table's values bit for bit; vectors wider
 // than 16 f32 lanes (a K-quant sub-block) use the table itself.
@@ -123,9 +188,10 @@ void BlockTileRowsT(const MatrixView& m, const float* x, size_t n, float* y, siz
         const size_t len = std::min(kTileCols, m.cols - c);
         DecodeTile(df, f, row + c / f.block * f.block_bytes, len, tile);
         if (len < kTileCols) std::fill(tile + len, tile + kTileCols, 0.0f);
-        for (size_t v = 0; v < nv; ++v) {
-          const float* xv = x + (v0 + v) * m.cols + c;
-          hn::Store(TileDot(df, tile, xv, len, hn::Load(df, acc + v * N)), df, acc + v * N);
+        if (nv == 1) {
+          hn::Store(TileDot(df, tile, x + v0 * m.cols + c, len, hn::Load(df, acc)), df, acc);
+        } else {
+          TileDotsN(df, tile, x + v0 * m.cols + c, m.cols, len, nv, acc);
         }
       }
       for (size_t v = 0; v < nv; ++v) {

@@ -155,7 +155,7 @@ void TestBlockMatVecVsReference() {
   }
 }
 
-// MatMul (tiles of 8 vectors and their tails) and multi-threaded MatVec
+// MatMul (tiles of 8 vectors, every tail width 1 … 7) and multi-threaded MatVec
 // equal single-threaded MatVec bit for bit.
 void TestBlockMatMulAndThreads() {
   std::mt19937 rng(29);
@@ -164,7 +164,7 @@ void TestBlockMatMulAndThreads() {
     const size_t cols = WeightBlockSize(t) == 256 ? 512 : 96;
     const size_t rows = 37;
     const TestMatrix m = RandomMatrix(t, rows, cols, rng);
-    for (size_t n : {1u, 2u, 7u, 8u, 9u, 17u}) {
+    for (size_t n : {1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u, 9u, 17u}) {
       const std::vector<float> x = RandomVector(n * cols, rng);  // [n][cols]
       std::vector<float> want(n * rows), y(n * rows);            // [n][rows]
       for (size_t v = 0; v < n; ++v) MatVec(m.view, x.data() + v * cols, want.data() + v * rows, nullptr);
