@@ -159,7 +159,7 @@ int RegisterAll() {
     benchmark::RegisterBenchmark((name + "/threads:2").c_str(), BM_MatVecStream, t, layout, 2)->UseRealTime();
   }
   for (const auto& [t, layout] : formats) {
-    for (size_t batch : {8u, 32u}) {
+    for (size_t batch : {2u, 4u, 8u, 16u, 32u}) {  // decode streams (BatchDecoder) and prefill tiles
       const std::string name = "MatMul/" + FormatName(t, layout) + "/2048x2048/batch:" + std::to_string(batch);
       benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, t, layout, 2048, 2048, batch)->UseRealTime();
     }
