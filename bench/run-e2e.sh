@@ -204,6 +204,14 @@ if one and two:
     extra = f"; 2-thread MemoryRead is {membw2/membw:.2f}x the 1-thread one" if mem and membw2 else ""
     lines.append(f"- 2 threads vs 1, INT4 `full`, depth 4096: {one:.1f} / {two:.1f} ms = {one/two:.2f}x (goal ≥ 1.7x{extra}).")
 lines.append("")
+# bench/run-streams.sh's section (batched decode) is kept as it is.
+try:
+    prev = open(out_md).read()
+except FileNotFoundError:
+    prev = ""
+b, e = prev.find("<!-- streams:begin -->"), prev.find("<!-- streams:end -->")
+if b >= 0 and e > b:
+    lines += ["", prev[b:e + len("<!-- streams:end -->")]]
 open(out_md, "w").write("\n".join(lines) + "\n")
 with open(f"{work}/plot.gp", "w") as g:
     g.write('set terminal png size 900,600\nset output "%s"\n' % out_md.replace("performance.md", "performance-ms-per-token.png"))

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Batched decode (issue 16): aggregate decode tokens/s of S sequences stepped
 # together through one BatchDecoder (`kvedge bench --streams S`), each with
-# its own cache at depth DEPTH (reached with `--fill synthetic`, then a real
-# 64-token prefill per stream), on synthetic TinyLlama-1.1B models, 1 thread.
+# its own cache at depth DEPTH (`--fill keys`: seeded keys and values, no
+# prefill — attention costs the same whatever the values, and S prefills would
+# dominate the run time), on synthetic TinyLlama-1.1B models, 1 thread.
 # REPS rounds; each round runs every (model, S) once, in a shuffled order
 # (interleaved, so drifting load on a shared machine hits every cell alike).
+# Also the MatMul kernels alone (kvedge_bench_kernels, 2048x2048, cache-
+# resident, CPU time, median of 3) at the same batch sizes: their MAC rate
+# bounds how fast S rows can go once the weights stop being the bottleneck.
 # Writes its section of docs/performance.md between the markers
 # <!-- streams:begin --> and <!-- streams:end --> (bench/run-e2e.sh keeps it).
 #
@@ -16,6 +20,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${1:-$ROOT/build/release}"
 KVEDGE="${KVEDGE:-$BUILD/kvedge}"
+BENCH_KERNELS="${BENCH_KERNELS:-$BUILD/bench/kvedge_bench_kernels}"
 MODELS="${MODELS:-q4_0 Q4_K_M}"
 STREAMS="${STREAMS:-1 2 4 8 16}"
 REPS="${REPS:-3}"
@@ -39,19 +44,26 @@ for ((rep = 1; rep <= REPS; ++rep)); do
   for w in $MODELS; do for s in $STREAMS; do cells+=("$w $s"); done; done
   while read -r w s; do
     echo "round $rep: $w, $s streams" >&2
-    "$KVEDGE" bench -m "$MODEL_DIR/tinyllama-$w.gguf" --depth "$DEPTH" -n "$NDECODE" -t "$THREADS" --fill synthetic \
+    "$KVEDGE" bench -m "$MODEL_DIR/tinyllama-$w.gguf" --depth "$DEPTH" -n "$NDECODE" -t "$THREADS" --fill keys \
       --streams "$s" --json | python3 -c "import json,sys; j=json.load(sys.stdin); j['weights']='$w'; print(json.dumps(j))" \
       >>"$RESULTS"
   done < <(printf '%s\n' "${cells[@]}" | shuf)
 done
+KERNELS_JSON="$WORK/kernels.json"
+echo '{"benchmarks": []}' >"$KERNELS_JSON"
+if [[ -x "$BENCH_KERNELS" ]]; then
+  "$BENCH_KERNELS" --benchmark_filter='^(MatVec|MatMul)/(q4_0\.il16|q4_k)/2048x2048(/batch:(2|4|8|16))?/real_time$' \
+    --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_format=json >"$KERNELS_JSON" \
+    2>/dev/null || echo '{"benchmarks": []}' >"$KERNELS_JSON"
+fi
 ELAPSED=$(( $(date +%s) - START ))
 CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 FLAGS=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -xE 'avx2|avx512f|avx512_vnni|avx512vbmi' | tr '\n' ' ')
 CMD="MODELS=\"$MODELS\" STREAMS=\"$STREAMS\" REPS=$REPS DEPTH=$DEPTH NDECODE=$NDECODE THREADS=$THREADS bench/run-streams.sh"
 
-python3 - "$RESULTS" "$OUT_MD" "$CMD" "$CPU" "$FLAGS" "$(nproc)" "$ELAPSED" "$(uptime)" <<'PY'
-import json, statistics, sys
-res, out_md, cmd, cpu, flags, ncpu, elapsed, up = sys.argv[1:]
+python3 - "$RESULTS" "$OUT_MD" "$CMD" "$CPU" "$FLAGS" "$(nproc)" "$ELAPSED" "$(uptime)" "$KERNELS_JSON" <<'PY'
+import json, re, statistics, sys
+res, out_md, cmd, cpu, flags, ncpu, elapsed, up, kernels_json = sys.argv[1:]
 rows = [json.loads(l) for l in open(res)]
 def med(xs): return statistics.median(xs)
 lines = ["<!-- streams:begin -->", "## Batched decode (issue 16)", "",
@@ -59,8 +71,19 @@ lines = ["<!-- streams:begin -->", "## Batched decode (issue 16)", "",
          f"- Command: `{cmd}`",
          f"- Machine: `{cpu}`, {ncpu} CPUs, SIMD flags: {flags.strip()} (shared KVM guest; load at the end: `{up.strip()}`)",
          f"- Total runtime: {int(elapsed) // 60} min {int(elapsed) % 60} s", "",
-         "`kvedge bench --streams S`: S sessions, each its own cache (the default KV plan, "
-         f"{rows[0]['key_format']}/{rows[0]['value_format']} `{rows[0]['policy']}`) at depth {rows[0]['depth']}, "
+         "How a batched step flows (`runtime/engine/batch_decoder.h`): the caller keeps one `Session` per "
+         "sequence and passes the active ones with their next tokens to `BatchDecoder::Step`; sequences join and "
+         "leave by being in a step's list or not. Step checks every row first (token ids, distinct sessions of "
+         "the model, room in `full` caches), so an error changes no session; then one forward pass (`Forward`, "
+         "the one `Session` runs) goes over the S rows: per layer RMSNorm, the Q/K/V MatMuls over [S][dim] (each "
+         "weight byte read once for all rows), row i's Append + Attend in its own session's compressed cache "
+         "(its own format, policy, positions), the output projection and FFN MatMuls; the classifier MatMul gives "
+         "[S][vocab] and each session copies its row and advances its history and counters. The weight kernels "
+         "compute every (weight row, input row) pair with the same operations at any batch size, so a stepped "
+         "session's logits equal those it gets fed alone, bit for bit (`kvedge_batch_decoder_test`).", "",
+         "`kvedge bench --streams S --fill keys`: S sessions, each its own cache (the default KV plan, "
+         f"{rows[0]['key_format']}/{rows[0]['value_format']} `{rows[0]['policy']}`) at depth {rows[0]['depth']} "
+         "(seeded keys and values, no prefill), "
          "decode together through one `BatchDecoder`: each step is one pass over the weights (MatMul over S rows) "
          "and S attentions, one per cache. tokens/s = S × steps / wall time of the decode loop; medians over the "
          "runs, spread = min–max. CPU ms/step is the process CPU time per step (mean of each run, median over runs): "
@@ -84,6 +107,18 @@ for w in dict.fromkeys(r["weights"] for r in rows):
         if s == 8:
             goals.append(f"- {w}, 1 thread, depth {c[0]['depth']}: 8 streams = {m / base:.2f}x the aggregate tokens/s "
                          f"of 1 stream (wall clock), {cpu_tps / base_cpu:.2f}x by CPU time (goal ≥ 5x).")
+kern = [b for b in json.load(open(kernels_json)).get("benchmarks", []) if b.get("aggregate_name") == "median"]
+if kern:
+    lines += ["", "MatMul kernels alone, 2048x2048 (cache-resident: the arithmetic, not DRAM), 1 thread; "
+              "GMAC/s = batch × 2048² / CPU time (median of 3):", "",
+              "| weights | batch 1 | 2 | 4 | 8 | 16 |", "|---|---:|---:|---:|---:|---:|"]
+    for fmt in ("q4_0.il16", "q4_k"):
+        cells = []
+        for batch in (1, 2, 4, 8, 16):
+            name = f"MatVec/{fmt}/2048x2048/real_time" if batch == 1 else f"MatMul/{fmt}/2048x2048/batch:{batch}/real_time"
+            b = [k for k in kern if k["run_name"] == name]
+            cells.append(f"{batch * 2048 * 2048 / (b[0]['cpu_time'] * 1e-9) / 1e9:.0f}" if b else "n/a")
+        lines.append(f"| {fmt} | " + " | ".join(cells) + " |")
 lines += ["", "Goal (issue 16):", ""] + goals + ["<!-- streams:end -->"]
 block = "\n".join(lines) + "\n"
 try:

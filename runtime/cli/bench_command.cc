@@ -64,9 +64,13 @@ int RunBench(const BenchOptions& opt) {
   // Depth: `model` prefills depth + 1 random token ids (seeded, BOS first)
   // through the model; `synthetic` appends all but the last 64 as synthetic
   // keys/values and prefills only those 64 (the prefill speed reported).
-  // Stream i draws its ids from seed 42 + i.
+  // `keys` appends all depth + 1 as synthetic keys/values and prefills
+  // nothing (decode only; the first step feeds BOS). Stream i draws its ids
+  // from seed 42 + i.
   const size_t total = static_cast<size_t>(opt.depth) + 1;
-  const size_t synthetic = opt.fill == "synthetic" && total > 64 ? total - 64 : 0;
+  const size_t synthetic = opt.fill == "keys"                      ? total
+                           : opt.fill == "synthetic" && total > 64 ? total - 64
+                                                                   : 0;
   std::vector<int> fill(total - synthetic);
   double prefill_s = 0;
   for (size_t i = 0; i < n_streams; ++i) {
@@ -77,6 +81,7 @@ int RunBench(const BenchOptions& opt) {
     std::uniform_int_distribution<int> pick(3, model.config.vocab_size - 1);
     for (int& id : fill) id = pick(rng);
     if (synthetic == 0) fill[0] = 1;
+    if (fill.empty()) continue;
     const double t0 = NowSeconds();
     st = s.Feed(fill.data(), fill.size());
     prefill_s += NowSeconds() - t0;
@@ -95,7 +100,7 @@ int RunBench(const BenchOptions& opt) {
   for (int i = 0; i < opt.n_decode; ++i) {
     for (size_t r = 0; r < n_streams; ++r) {
       const float* lg = rows[r]->Logits();
-      next[r] = static_cast<int>(std::max_element(lg, lg + rows[r]->vocab_size()) - lg);
+      next[r] = i == 0 && fill.empty() ? 1 : static_cast<int>(std::max_element(lg, lg + rows[r]->vocab_size()) - lg);
     }
     const double a = NowSeconds();
     const Status st = decoder != nullptr ? decoder->Step(rows.data(), next.data(), n_streams)
@@ -148,7 +153,10 @@ int RunBench(const BenchOptions& opt) {
               so->threads);
   std::printf("%s\n", plan.Describe().c_str());
   if (synthetic > 0) std::printf("synthetic fill %zu tokens (keys/values only)\n", synthetic);
-  std::printf("prefill %zu tokens%s: %.1f tokens/s\n", fill.size(), n_streams > 1 ? " per stream" : "", prefill_tps);
+  if (!fill.empty()) {
+    std::printf("prefill %zu tokens%s: %.1f tokens/s\n", fill.size(), n_streams > 1 ? " per stream" : "",
+                prefill_tps);
+  }
   if (n_streams > 1) {
     std::printf("decode  %d steps of %d streams at depth %d: %.1f tokens/s (%.1f per stream), median %.2f ms/step "
                 "(min %.2f, max %.2f)\n",
@@ -178,8 +186,9 @@ CommandRunner RegisterBenchCommand(CLI::App& app) {
   sub->add_option("--fill", opt->fill,
                   "How the depth is reached: model (prefill every token, default) or synthetic (seeded keys and "
                   "values straight into the cache, then a real 64-token prefill; decode times the same, much "
-                  "faster to set up at large depths)")
-      ->check(CLI::IsMember({"model", "synthetic"}));
+                  "faster to set up at large depths), or keys (seeded keys and values for the whole depth, no "
+                  "prefill: decode only, the first step feeds BOS)")
+      ->check(CLI::IsMember({"model", "synthetic", "keys"}));
   sub->add_flag("--json", opt->json, "Print one JSON object");
   AddKvFlags(sub, &opt->kv);
   return [opt] { return RunBench(*opt); };
