@@ -27,9 +27,11 @@
 namespace kvedge {
 
 // Borrows the model (which must outlive it); owns scratch for max_streams
-// rows and its own threads. The sessions it steps are borrowed per call; it
-// drives them from the calling thread, so nothing else may use them during a
-// Step. Not thread-safe.
+// rows and its own threads, which run the MatMuls and each row's attention
+// (a session whose cache was planned for fewer threads attends on one: same
+// result). The sessions it steps are borrowed per call and driven from the
+// calling thread, so nothing else may use them during a Step. Not
+// thread-safe.
 class BatchDecoder {
  public:
   // Scratch for up to max_streams rows (1 … 4096), its own ThreadArena of
