@@ -11,6 +11,11 @@ export const kSkip = 77;  // ctest SKIP_RETURN_CODE
 const here = dirname(fileURLToPath(import.meta.url));
 export const nodeDir = join(here, "node");
 
+if (Number(process.versions.node.split(".")[0]) < 20) {
+  console.log(`SKIP: Node ${process.version} is older than 20 (the tests and playwright-core need 20)`);
+  process.exit(kSkip);
+}
+
 // Loads an npm package from tests/server/node, or exits with kSkip saying how to install it.
 export function requireTestPackage(name) {
   const dir = join(nodeDir, "node_modules", name);
