@@ -112,7 +112,7 @@ async function client(id, deadline, conversations) {
     const signal = AbortSignal.timeout(requestTimeoutMs);
     const r = rand();
     try {
-      if (conv.turns >= 3 + Math.floor(rand() * 5)) newConversation();
+      if (conv.turns >= 2 + Math.floor(rand() * 4)) newConversation();
       const request = { messages: conv.messages, max_tokens: 4 + Math.floor(rand() * 28),
                         temperature: rand() < 0.5 ? 0 : 0.8, seed: id };
       if (r < 0.45) {  // one turn, streamed or whole
