@@ -148,12 +148,18 @@ Status Conversation::AddMessage(std::string role, std::string content) {
 }
 
 StatusOr<std::string> Conversation::Render(bool add_generation_prompt) const {
+  return RenderMessages(options_, messages_, add_generation_prompt);
+}
+
+StatusOr<std::string> Conversation::RenderMessages(const ConversationOptions& options,
+                                                   const std::vector<ChatMessage>& messages,
+                                                   bool add_generation_prompt) {
   ChatTemplateInputs in;
-  in.bos_token = options_.bos_token;
-  in.eos_token = options_.eos_token;
+  in.bos_token = options.bos_token;
+  in.eos_token = options.eos_token;
   in.add_generation_prompt = add_generation_prompt;
-  in.messages_json = MessagesJson(messages_);
-  return RenderChatTemplate(options_.template_source, in);
+  in.messages_json = MessagesJson(messages);
+  return RenderChatTemplate(options.template_source, in);
 }
 
 // The first piece of a stream starts with BOS: the template's own bos_token

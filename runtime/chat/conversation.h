@@ -117,6 +117,10 @@ class Conversation {
   const std::string& end_of_turn() const { return end_of_turn_; }
   // The prompt text the conversation renders now (add_generation_prompt).
   StatusOr<std::string> Render(bool add_generation_prompt) const;
+  // What the template of `options` renders for `messages` (no conversation
+  // needed: a server matches a request against its conversations with it).
+  static StatusOr<std::string> RenderMessages(const ConversationOptions& options,
+                                              const std::vector<ChatMessage>& messages, bool add_generation_prompt);
 
  private:
   Conversation(const Tokenizer& tokenizer, std::unique_ptr<Session> session, Sampler sampler,
