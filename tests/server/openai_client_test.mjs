@@ -23,6 +23,9 @@ function checkKvedge(k, where) {
   check(typeof k.ttft_s === "number" && k.ttft_s >= 0, `${where}: kvedge.ttft_s ${JSON.stringify(k.ttft_s)}`);
 }
 
+// Long enough that the reply outlasts the server's first read of it: the server sends the text that is
+// ready at each read, so a short reply from this tiny model can come whole in one chunk.
+const kReplyTokens = 160;
 const messages = [{ role: "system", content: "You tell short stories." },
                   { role: "user", content: "Once upon a time there was a cat." }];
 const steps = [
@@ -33,21 +36,21 @@ const steps = [
     model = ids[0];
   }],
   ["chat.completions.create, not streaming", async () => {
-    const r = await client.chat.completions.create({ model, messages, max_tokens: 24, temperature: 0 });
+    const r = await client.chat.completions.create({ model, messages, max_tokens: kReplyTokens, temperature: 0 });
     checkEq(r.object, "chat.completion", "object");
     checkEq(r.choices.length, 1, "choices");
     const c = r.choices[0];
     checkEq(c.message.role, "assistant", "role");
     check(typeof c.message.content === "string" && c.message.content.length > 0, `content ${JSON.stringify(c.message.content)}`);
     check(["stop", "length"].includes(c.finish_reason), `finish_reason ${c.finish_reason}`);
-    check(r.usage.prompt_tokens > 0 && r.usage.completion_tokens > 0 && r.usage.completion_tokens <= 24,
+    check(r.usage.prompt_tokens > 0 && r.usage.completion_tokens > 0 && r.usage.completion_tokens <= kReplyTokens,
           `usage ${JSON.stringify(r.usage)}`);
     checkEq(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens, "total_tokens");
     checkKvedge(r.kvedge, "response");
     first = { reply: c.message.content, usage: r.usage, finish: c.finish_reason };
   }],
   ["chat.completions.create, streaming: the same greedy text in chunks", async () => {
-    const stream = await client.chat.completions.create({ model, messages, max_tokens: 24, temperature: 0, stream: true,
+    const stream = await client.chat.completions.create({ model, messages, max_tokens: kReplyTokens, temperature: 0, stream: true,
                                                           stream_options: { include_usage: true } });
     let text = "", pieces = 0, finish = null, kvedge = null, usage = null;
     for await (const chunk of stream) {
@@ -58,11 +61,12 @@ const steps = [
       if (chunk.kvedge) kvedge = chunk.kvedge;
       if (chunk.usage) usage = chunk.usage;
     }
-    check(pieces >= 2, `the reply came in ${pieces} piece(s), not streamed`);
+    check(pieces >= 2, `the reply came in ${pieces} piece(s), not streamed: ${JSON.stringify(text)} (whole: ${JSON.stringify(first.reply)})`);
     checkEq(text, first.reply, "streamed text vs the non-streamed reply (greedy)");
     checkEq(finish, first.finish, "finish_reason");
     checkKvedge(kvedge, "final chunk");
-    if (usage) checkEq(usage.completion_tokens, first.usage.completion_tokens, "streamed completion_tokens");
+    check(usage !== null, "no usage in the stream (stream_options.include_usage)");
+    checkEq(usage.completion_tokens, first.usage.completion_tokens, "streamed completion_tokens");
   }],
   ["a second turn continues the conversation's session", async () => {
     const next = [...messages, { role: "assistant", content: first.reply }, { role: "user", content: "What did the cat do next?" }];
