@@ -36,6 +36,7 @@ struct ServeOptions {
   int parallel = 8;
   int64_t max_tokens = 4096;
   std::string max_body = "1MiB";
+  int timeout_s = 30;
 };
 
 int RunServe(const ServeOptions& opt) {
@@ -45,6 +46,7 @@ int RunServe(const ServeOptions& opt) {
   if (opt.parallel < 1 || opt.parallel > 256) {
     return ReportError(kCmd, InvalidArgument("--parallel " + std::to_string(opt.parallel) + ": give 1 to 256"));
   }
+  if (opt.timeout_s < 1) return ReportError(kCmd, InvalidArgument("--timeout must be at least 1 second"));
   if (opt.max_tokens < 1) return ReportError(kCmd, InvalidArgument("--max-tokens must be at least 1"));
   if (opt.max_sessions < 0) return ReportError(kCmd, InvalidArgument("--max-sessions must be ≥ 0"));
   auto total = ParseByteSize(opt.total_budget);
@@ -72,7 +74,7 @@ int RunServe(const ServeOptions& opt) {
   auto sessions = server::SessionManager::Create(model, tok, so, &warnings);
   if (!sessions.ok()) return ReportError(kCmd, sessions.status());
   for (const std::string& w : warnings) std::fprintf(stderr, "kvedge serve: warning: %s\n", w.c_str());
-  auto batch = server::BatchDecoder::Create(model, opt.parallel, session_options->threads);
+  auto batch = BatchDecoder::Create(model, opt.parallel, session_options->threads);
   if (!batch.ok()) return ReportError(kCmd, batch.status());
 
   // SIGINT/SIGTERM go to one thread (sigwait), blocked everywhere else:
@@ -93,6 +95,8 @@ int RunServe(const ServeOptions& opt) {
   ho.api_key = opt.api_key;
   ho.model_name = std::filesystem::path(opt.model.model).filename().string();
   ho.max_body_bytes = *max_body;
+  ho.read_timeout_s = opt.timeout_s;
+  ho.write_timeout_s = opt.timeout_s;
   ho.limits.max_tokens_limit = opt.max_tokens;
   ho.limits.default_max_tokens = std::min<int64_t>(256, opt.max_tokens);
   ho.handler_threads = std::max(16, 4 * opt.parallel);
@@ -148,6 +152,8 @@ CommandRunner RegisterServeCommand(CLI::App& app) {
   sub->add_option("--parallel", opt->parallel, "Most sequences decoding together (default 8)");
   sub->add_option("--max-tokens", opt->max_tokens, "Largest max_tokens a request gets (larger are clamped; default 4096)");
   sub->add_option("--max-body", opt->max_body, "Largest request body (default 1MiB; larger: 413)");
+  sub->add_option("--timeout", opt->timeout_s,
+                  "Seconds a client may stay silent while sending, or not read while receiving (default 30)");
   AddKvFlags(sub, &opt->kv);
   return [opt] { return RunServe(*opt); };
 }

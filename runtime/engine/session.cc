@@ -28,6 +28,27 @@ KvShape KvShapeOf(const ModelConfig& c) {
   return s;
 }
 
+StatusOr<ForwardScratch> ForwardScratch::Allocate(const ModelConfig& c, size_t rows, MemoryBudget* budget) {
+  const size_t qdim = static_cast<size_t>(c.n_heads) * c.head_dim;
+  const size_t kvdim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
+  const size_t widths[] = {static_cast<size_t>(c.dim), static_cast<size_t>(c.dim), qdim, kvdim, kvdim, qdim,
+                           static_cast<size_t>(c.dim), static_cast<size_t>(c.hidden_dim),
+                           static_cast<size_t>(c.hidden_dim), static_cast<size_t>(c.vocab_size)};
+  size_t total = 0;
+  for (size_t w : widths) total += RoundUp(rows * w * sizeof(float), kAlignment);
+  ForwardScratch s;
+  KVEDGE_ASSIGN_OR_RETURN(s.buffer, budget != nullptr ? AlignedBuffer::Allocate(*budget, total, "forward scratch")
+                                                      : AlignedBuffer::Allocate(total, "forward scratch"));
+  s.rows = rows;
+  float** views[] = {&s.x, &s.xb, &s.q, &s.k, &s.v, &s.att, &s.proj, &s.h1, &s.h3, &s.logits};
+  uint8_t* p = s.buffer.data();
+  for (size_t i = 0; i < std::size(widths); ++i) {
+    *views[i] = reinterpret_cast<float*>(p);
+    p += RoundUp(rows * widths[i] * sizeof(float), kAlignment);
+  }
+  return s;
+}
+
 Session::Session(const ModelWeights& model, const SessionOptions& options) : model_(model), options_(options) {}
 Session::~Session() = default;
 
@@ -51,42 +72,32 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const ModelWeights& model, co
   KVEDGE_ASSIGN_OR_RETURN(s->cache_, KvCache::Create(plan, budget));
   s->threads_ = std::move(threads);
 
-  const ModelConfig& c = model.config;
-  const size_t b = static_cast<size_t>(options.max_batch);
-  const size_t qdim = static_cast<size_t>(c.n_heads) * c.head_dim;
-  const size_t kvdim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
-  const size_t widths[] = {static_cast<size_t>(c.dim), static_cast<size_t>(c.dim), qdim, kvdim, kvdim, qdim,
-                           static_cast<size_t>(c.dim), static_cast<size_t>(c.hidden_dim),
-                           static_cast<size_t>(c.hidden_dim), static_cast<size_t>(c.vocab_size)};
-  size_t total = 0;
-  for (size_t w : widths) total += RoundUp(b * w * sizeof(float), kAlignment);
-  StatusOr<AlignedBuffer> scratch = budget != nullptr ? AlignedBuffer::Allocate(*budget, total, "session scratch")
-                                                      : AlignedBuffer::Allocate(total, "session scratch");
-  if (!scratch.ok()) return scratch.status();
-  s->scratch_ = std::move(scratch).value();
-  float** views[] = {&s->x_, &s->xb_, &s->q_, &s->k_, &s->v_, &s->att_, &s->proj_, &s->h1_, &s->h3_, &s->logits_};
-  uint8_t* p = s->scratch_.data();
-  for (size_t i = 0; i < std::size(widths); ++i) {
-    *views[i] = reinterpret_cast<float*>(p);
-    p += RoundUp(b * widths[i] * sizeof(float), kAlignment);
-  }
-  s->last_logits_ = s->logits_;
+  KVEDGE_ASSIGN_OR_RETURN(s->scratch_,
+                          ForwardScratch::Allocate(model.config, static_cast<size_t>(options.max_batch), budget));
+  s->last_logits_ = s->scratch_.logits;
   s->history_ = TokenHistory(static_cast<size_t>(options.history_tokens));
   return s;
 }
 
 void Session::RestoreStream(uint64_t tokens_fed, const float* logits) {
   tokens_fed_ = tokens_fed;
-  last_logits_ = logits_;
+  last_logits_ = scratch_.logits;
   const size_t vocab = static_cast<size_t>(model_.config.vocab_size);
   if (logits != nullptr) {
-    std::memcpy(logits_, logits, vocab * sizeof(float));
+    std::memcpy(scratch_.logits, logits, vocab * sizeof(float));
   } else {
-    std::fill(logits_, logits_ + vocab, 0.0f);
+    std::fill(scratch_.logits, scratch_.logits + vocab, 0.0f);
   }
 }
 
-uint64_t Session::reserved_bytes() const { return cache_->Stats().arena_bytes + scratch_.size(); }
+void Session::AdoptStep(int token, const float* logits) {
+  std::memcpy(scratch_.logits, logits, static_cast<size_t>(model_.config.vocab_size) * sizeof(float));
+  last_logits_ = scratch_.logits;
+  tokens_fed_ += 1;
+  history_.Append(&token, 1);
+}
+
+uint64_t Session::reserved_bytes() const { return cache_->Stats().arena_bytes + scratch_.buffer.size(); }
 
 Status Session::Feed(const int* tokens, size_t n) {
   return FeedImpl(tokens, n, false, [](size_t, const float*) {});
@@ -130,11 +141,12 @@ Status Session::FeedImpl(const int* tokens, size_t n, bool all, FunctionRef<void
     const size_t len = std::min(max_batch, n - start);
     // A `full` cache refuses before any layer changes; evicting caches always have room.
     KVEDGE_RETURN_IF_ERROR(cache_->CheckRoom(static_cast<int>(len)));
-    ForwardChunk(tokens + start, len, all);
+    Forward(model_, scratch_, RowCaches(cache_.get()), tokens + start, len, all, threads_.get());
+    const float* logits = scratch_.logits;
     if (all) {
-      for (size_t i = 0; i < len; ++i) on_logits(start + i, logits_ + i * vocab);
+      for (size_t i = 0; i < len; ++i) on_logits(start + i, logits + i * vocab);
     }
-    last_logits_ = all ? logits_ + (len - 1) * vocab : logits_;
+    last_logits_ = all ? logits + (len - 1) * vocab : logits;
     tokens_fed_ += len;
     history_.Append(tokens + start, len);
   }
@@ -142,17 +154,18 @@ Status Session::FeedImpl(const int* tokens, size_t n, bool all, FunctionRef<void
 }
 
 // Shapes: x/xb/proj [n][dim], q/att [n][n_heads·hd], k/v [n][kv_dim],
-// h1/h3 [n][hidden], logits [n or 1][vocab]. One pass for every architecture:
+// h1/h3 [n][hidden], logits [n or 1][vocab]; row i's token tokens[i], its
+// cache caches[i]. One pass for every architecture:
 // optional tensors (biases, post-norms) and config fields (embedding scale,
 // activation, soft-caps) are the differences; RoPE style, frequencies,
 // attention scale, soft-cap and sliding windows live in the cache.
-void Session::ForwardChunk(const int* tokens, size_t n, bool all_logits) {
-  const ModelConfig& c = model_.config;
+void Forward(const ModelWeights& model, const ForwardScratch& s, RowCaches caches, const int* tokens, size_t n,
+             bool all_logits, ThreadArena* t) {
+  const ModelConfig& c = model.config;
   const size_t dim = static_cast<size_t>(c.dim);
   const size_t qdim = static_cast<size_t>(c.n_heads) * c.head_dim;
   const size_t kvdim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
   const size_t hidden = static_cast<size_t>(c.hidden_dim);
-  ThreadArena* t = threads_.get();
   const auto add_bias = [n](const float* bias, float* rows, size_t width) {
     if (bias == nullptr) return;
     for (size_t i = 0; i < n; ++i) AddInPlace(rows + i * width, bias, width);
@@ -160,53 +173,57 @@ void Session::ForwardChunk(const int* tokens, size_t n, bool all_logits) {
   // x += (post_norm ? RmsNorm(proj) : proj), row by row.
   const auto residual = [&](const float* post_norm) {
     for (size_t i = 0; i < n; ++i) {
-      if (post_norm != nullptr) RmsNorm(proj_ + i * dim, post_norm, dim, c.rms_eps, proj_ + i * dim);
-      AddInPlace(x_ + i * dim, proj_ + i * dim, dim);
+      if (post_norm != nullptr) RmsNorm(s.proj + i * dim, post_norm, dim, c.rms_eps, s.proj + i * dim);
+      AddInPlace(s.x + i * dim, s.proj + i * dim, dim);
     }
   };
   for (size_t i = 0; i < n; ++i) {
-    float* row = x_ + i * dim;
-    ref::DequantizeRow(model_.token_embedding, static_cast<size_t>(tokens[i]), row);
+    float* row = s.x + i * dim;
+    ref::DequantizeRow(model.token_embedding, static_cast<size_t>(tokens[i]), row);
     if (c.embedding_scale != 1.0f) {
       for (size_t j = 0; j < dim; ++j) row[j] *= c.embedding_scale;
     }
   }
   for (int l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& w = model_.layers[static_cast<size_t>(l)];
-    for (size_t i = 0; i < n; ++i) RmsNorm(x_ + i * dim, w.attn_norm, dim, c.rms_eps, xb_ + i * dim);
-    MatMul(w.wq, xb_, n, q_, t);
-    MatMul(w.wk, xb_, n, k_, t);
-    MatMul(w.wv, xb_, n, v_, t);
-    add_bias(w.bq, q_, qdim);
-    add_bias(w.bk, k_, kvdim);
-    add_bias(w.bv, v_, kvdim);
+    const LayerWeights& w = model.layers[static_cast<size_t>(l)];
+    for (size_t i = 0; i < n; ++i) RmsNorm(s.x + i * dim, w.attn_norm, dim, c.rms_eps, s.xb + i * dim);
+    MatMul(w.wq, s.xb, n, s.q, t);
+    MatMul(w.wk, s.xb, n, s.k, t);
+    MatMul(w.wv, s.xb, n, s.v, t);
+    add_bias(w.bq, s.q, qdim);
+    add_bias(w.bk, s.k, kvdim);
+    add_bias(w.bv, s.v, kvdim);
     for (size_t i = 0; i < n; ++i) {
-      cache_->Append(l, k_ + i * kvdim, v_ + i * kvdim);
-      cache_->Attend(l, q_ + i * qdim, att_ + i * qdim, t);
+      KvCache& cache = caches[i];
+      cache.Append(l, s.k + i * kvdim, s.v + i * kvdim);
+      // A cache planned for fewer threads than the arena has (a batch row)
+      // attends on one: the result is the same on any thread count.
+      ThreadArena* at = t != nullptr && t->num_threads() <= cache.plan().max_threads ? t : nullptr;
+      cache.Attend(l, s.q + i * qdim, s.att + i * qdim, at);
     }
-    MatMul(w.wo, att_, n, proj_, t);
+    MatMul(w.wo, s.att, n, s.proj, t);
     residual(w.post_attn_norm);
-    for (size_t i = 0; i < n; ++i) RmsNorm(x_ + i * dim, w.ffn_norm, dim, c.rms_eps, xb_ + i * dim);
-    MatMul(w.w1, xb_, n, h1_, t);
-    MatMul(w.w3, xb_, n, h3_, t);
+    for (size_t i = 0; i < n; ++i) RmsNorm(s.x + i * dim, w.ffn_norm, dim, c.rms_eps, s.xb + i * dim);
+    MatMul(w.w1, s.xb, n, s.h1, t);
+    MatMul(w.w3, s.xb, n, s.h3, t);
     for (size_t i = 0; i < n; ++i) {
-      float* g = h1_ + i * hidden;
+      float* g = s.h1 + i * hidden;
       if (c.ffn_activation == FfnActivation::kGeluTanh) {
-        GeluTanhMul(g, h3_ + i * hidden, hidden, g);
+        GeluTanhMul(g, s.h3 + i * hidden, hidden, g);
       } else {
-        SwiGlu(g, h3_ + i * hidden, hidden, g);
+        SwiGlu(g, s.h3 + i * hidden, hidden, g);
       }
     }
-    MatMul(w.w2, h1_, n, proj_, t);
+    MatMul(w.w2, s.h1, n, s.proj, t);
     residual(w.post_ffn_norm);
   }
   const size_t first = all_logits ? 0 : n - 1;
   const size_t m = n - first;
-  for (size_t i = first; i < n; ++i) RmsNorm(x_ + i * dim, model_.final_norm, dim, c.rms_eps, xb_ + (i - first) * dim);
-  MatMul(model_.output, xb_, m, logits_, t);
+  for (size_t i = first; i < n; ++i) RmsNorm(s.x + i * dim, model.final_norm, dim, c.rms_eps, s.xb + (i - first) * dim);
+  MatMul(model.output, s.xb, m, s.logits, t);
   if (c.final_softcap > 0.0f) {
     const size_t vocab = static_cast<size_t>(c.vocab_size);
-    SoftCap(logits_, m * vocab, c.final_softcap, logits_);
+    SoftCap(s.logits, m * vocab, c.final_softcap, s.logits);
   }
 }
 

@@ -30,6 +30,50 @@ struct SessionOptions {
 // The KV shape a model implies.
 KvShape KvShapeOf(const ModelConfig& c);
 
+// The forward pass's scratch for up to `rows` rows: views into one buffer,
+// each [rows][width] f32. Reserved once (Session::Create, BatchDecoder::Create).
+struct ForwardScratch {
+  static StatusOr<ForwardScratch> Allocate(const ModelConfig& c, size_t rows, MemoryBudget* budget);
+
+  AlignedBuffer buffer;
+  size_t rows = 0;
+  float* x = nullptr;       // residual stream [rows][dim]
+  float* xb = nullptr;      // normed input [rows][dim]
+  float* q = nullptr;       // [rows][n_heads·head_dim]
+  float* k = nullptr;       // [rows][kv_dim]
+  float* v = nullptr;       // [rows][kv_dim]
+  float* att = nullptr;     // [rows][n_heads·head_dim]
+  float* proj = nullptr;    // [rows][dim]
+  float* h1 = nullptr;      // [rows][hidden]
+  float* h3 = nullptr;      // [rows][hidden]
+  float* logits = nullptr;  // [rows][vocab]
+};
+
+// The cache each row of a forward pass appends to and attends: one cache for
+// every row (a Session's chunk: row i is the stream's token i, attending rows
+// < i through the cache) or one per row (BatchDecoder: row i is the next token
+// of its own stream). Non-owning.
+class RowCaches {
+ public:
+  explicit RowCaches(KvCache* all) : all_(all) {}
+  explicit RowCaches(KvCache* const* per_row) : per_row_(per_row) {}
+  KvCache& operator[](size_t row) const { return per_row_ != nullptr ? *per_row_[row] : *all_; }
+  // The cache every row shares, or null when each row has its own.
+  KvCache* shared() const { return all_; }
+
+ private:
+  KvCache* all_ = nullptr;
+  KvCache* const* per_row_ = nullptr;
+};
+
+// The Llama forward pass of n ≤ s.rows rows, one pass over the weights
+// (batched MatMuls over the rows): row i embeds tokens[i] (a valid id),
+// appends its keys and values to caches[i] and attends there (each cache has
+// room: CheckRoom first). Writes s.logits: every row's [n][vocab] if
+// all_logits, else the last row's [1][vocab]. Allocates nothing.
+void Forward(const ModelWeights& model, const ForwardScratch& s, RowCaches caches, const int* tokens, size_t n,
+             bool all_logits, ThreadArena* threads);
+
 // Owns its cache, scratch and thread arena; borrows the model, which must
 // outlive it (models are immutable and may be shared by many sessions).
 // Not thread-safe: drive one session from one thread at a time.
@@ -73,28 +117,21 @@ class Session {
   // Bytes reserved by this session: arena + scratch.
   uint64_t reserved_bytes() const;
 
+  // For BatchDecoder, whose Forward appended `token` to this session's cache:
+  // takes its logits ([vocab], copied into the session's own buffer) and
+  // advances history and tokens_fed as Feed(&token, 1) does.
+  void AdoptStep(int token, const float* logits);
+
  private:
   Session(const ModelWeights& model, const SessionOptions& options);
   Status FeedImpl(const int* tokens, size_t n, bool all, FunctionRef<void(size_t, const float*)> on_logits);
-  void ForwardChunk(const int* tokens, size_t n, bool all_logits);
 
   const ModelWeights& model_;
   SessionOptions options_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<ThreadArena> threads_;
-  AlignedBuffer scratch_;
-  // Views into scratch_, each [max_batch][width] f32.
-  float* x_ = nullptr;       // residual stream [B][dim]
-  float* xb_ = nullptr;      // normed input [B][dim]
-  float* q_ = nullptr;       // [B][n_heads·head_dim]
-  float* k_ = nullptr;       // [B][kv_dim]
-  float* v_ = nullptr;       // [B][kv_dim]
-  float* att_ = nullptr;     // [B][n_heads·head_dim]
-  float* proj_ = nullptr;    // [B][dim]
-  float* h1_ = nullptr;      // [B][hidden]
-  float* h3_ = nullptr;      // [B][hidden]
-  float* logits_ = nullptr;  // [B][vocab]
-  const float* last_logits_ = nullptr;
+  ForwardScratch scratch_;  // [max_batch] rows
+  const float* last_logits_ = nullptr;  // a row of scratch_.logits
   uint64_t tokens_fed_ = 0;
   TokenHistory history_;
 };

@@ -228,9 +228,11 @@ void Scheduler::Loop() {
   std::vector<Session*> sessions;
   std::vector<int> tokens;
   std::vector<Sequence*> stepping;
+  std::vector<Status> fed;
   sessions.reserve(options_.max_streams);
   tokens.reserve(options_.max_streams);
   stepping.reserve(options_.max_streams);
+  fed.reserve(options_.max_streams);
   for (;;) {
     std::vector<std::shared_ptr<Job>> joining;
     {
@@ -267,18 +269,28 @@ void Scheduler::Loop() {
     }
     if (!stepping.empty()) {
       const double t0 = NowSeconds();
-      const Status fed = batch_->Step(sessions.data(), tokens.data(), sessions.size());
+      // A refused step changes no session; then each row is stepped alone,
+      // so only the one at fault (a `full` cache that is full) fails.
+      const Status step = batch_->Step(sessions.data(), tokens.data(), sessions.size());
+      fed.assign(stepping.size(), step);
+      if (!step.ok()) {
+        for (size_t k = 0; k < stepping.size(); ++k) fed[k] = batch_->Step(&sessions[k], &tokens[k], 1);
+      }
       const double t1 = NowSeconds();
       for (size_t k = 0; k < stepping.size(); ++k) {
         Sequence& seq = *stepping[k];
         if (seq.first_token) {
           seq.first_token = false;
+          const double ttft = t1 - seq.job->submitted_at;
+          {
+            std::lock_guard<std::mutex> lock(seq.job->mu);
+            seq.job->ttft_seconds = ttft;
+          }
           std::lock_guard<std::mutex> lock(mu_);
-          seq.job->ttft_seconds = t1 - seq.job->submitted_at;
-          metrics_.ttft_seconds_sum += seq.job->ttft_seconds;
+          metrics_.ttft_seconds_sum += ttft;
           ++metrics_.ttft_count;
         }
-        if (!seq.stream().Accept(tokens[k], fed, [&](std::string_view t) { return seq.Emit(t); })) {
+        if (!seq.stream().Accept(tokens[k], fed[k], [&](std::string_view t) { return seq.Emit(t); })) {
           Finish(seq);
           for (size_t i = 0; i < active.size(); ++i) {
             if (active[i].get() == &seq) {

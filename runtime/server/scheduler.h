@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "runtime/server/api.h"
-#include "runtime/server/batch.h"
+#include "runtime/engine/batch_decoder.h"
 #include "runtime/server/session_manager.h"
 
 namespace kvedge::server {

@@ -1,4 +1,4 @@
-# tests/server, the clients (included by tests/CMakeLists.txt): Node tests that start their own
+# tests/server, the clients (included by tests/server/CMakeLists.txt): Node tests that start their own
 # `kvedge serve --port 0` on stories260K — the official openai package, the chat page in Debian's
 # headless Chromium (playwright-core), and the short load test. The npm packages come from
 # scripts/install-deps.sh (npm ci in tests/server/node); without them the first two SKIP (exit 77).
