@@ -53,6 +53,9 @@ const steps = [
     checkEq(await page.title(), "kvedge chat", "title");
   }],
   ["without the API key a message fails with the server's 401, shown", async () => {
+    await page.waitForFunction(() => /HTTP 401/.test(document.getElementById("status").textContent), null,
+                               { timeout: stepTimeout }).catch(() => {});
+    check(/HTTP 401/.test(await text("#status")), `the model list's 401 is not shown: ${JSON.stringify(await text("#status"))}`);
     await sendMessage("Once upon a time");
     await idle();
     const err = await text("#error");
@@ -62,6 +65,10 @@ const steps = [
   }],
   ["with the key the reply streams in and ends", async () => {
     await page.fill("#api-key", apiKey);
+    await page.press("#api-key", "Tab");  // a changed key reloads the model list with it
+    await page.waitForFunction(() => document.getElementById("status").textContent === "connected", null,
+                               { timeout: stepTimeout });
+    check((await page.locator("#model option").count()) >= 1, "no model listed");
     await page.fill("#max-tokens", "200");  // long enough to come in several chunks (the server sends what is ready)
     await page.fill("#temperature", "0");
     await page.click("#new-chat");
