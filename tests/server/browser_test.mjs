@@ -18,6 +18,7 @@ const apiKey = "browser-test-key";
 const server = await startServer(opts.kvedge, [...opts.serveArgs, "--api-key", apiKey]);
 let browser = null, page = null;
 const pageErrors = [];
+const foreignRequests = [];  // the page loads nothing from anywhere but the server (no CDN)
 const stepTimeout = 120000;
 
 // Counts the page's updates of the last assistant message (each streamed piece sets its text once).
@@ -47,6 +48,7 @@ const steps = [
                                       args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
     page = await browser.newPage();
     page.on("pageerror", (e) => pageErrors.push(e.message));
+    page.on("request", (r) => { if (!r.url().startsWith(server.url + "/")) foreignRequests.push(r.url()); });
     const resp = await page.goto(server.url + "/");
     checkEq(resp.status(), 200, "GET / status");
     check(/text\/html/.test(resp.headers()["content-type"] ?? ""), `content-type ${resp.headers()["content-type"]}`);
@@ -139,8 +141,9 @@ const steps = [
     checkEq(await page.locator("#messages img, #messages b, #conversations img").count(), 0, "elements made from text");
     checkEq(await page.evaluate(() => window.__pwned), undefined, "the injected handler ran");
   }],
-  ["no script errors on the page", async () => {
+  ["no script errors on the page, no request to another origin", async () => {
     checkEq(pageErrors.length, 0, `page errors ${JSON.stringify(pageErrors)}`);
+    checkEq(foreignRequests.length, 0, `requests elsewhere ${JSON.stringify(foreignRequests)}`);
   }],
 ];
 const rc = await runSteps(steps, null);
