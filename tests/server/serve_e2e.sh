@@ -187,8 +187,12 @@ start busy --max-sessions 1 -c 256 --max-tokens 1000000
 curl -sN --max-time 3 "http://127.0.0.1:${PORT}/v1/completions" \
   -d '{"prompt":"A long story","max_tokens":1000000,"temperature":0.8,"stream":true}' >/dev/null &
 bg=$!
-sleep 0.5
 auth=()
+for _ in $(seq 100); do  # until the stream holds the session
+  req GET /v1/sessions
+  [[ "$(json "${work}/body" 'any(s["busy"] for s in d["data"])')" == True ]] && break
+  sleep 0.1
+done
 req POST /v1/completions '{"prompt":"Another story","max_tokens":4}'
 expect 503 "" "no free session"
 grep -qi '^Retry-After: ' "${work}/headers" || fail "503 without Retry-After"
