@@ -183,8 +183,8 @@ stop "${PID}"
 
 echo "== every live session busy: 503 with Retry-After"
 start busy --max-sessions 1 -c 256 --max-tokens 1000000
-# A long stream holds the one session; the client leaves after 3 s.
-curl -sN --max-time 3 "http://127.0.0.1:${PORT}/v1/completions" \
+# A long stream holds the one session; the client leaves after 8 s.
+curl -sN --max-time 8 "http://127.0.0.1:${PORT}/v1/completions" \
   -d '{"prompt":"A long story","max_tokens":1000000,"temperature":0.8,"stream":true}' >/dev/null &
 bg=$!
 auth=()
