@@ -197,6 +197,12 @@ req POST /v1/completions '{"prompt":"Another story","max_tokens":4}'
 expect 503 "" "no free session"
 grep -qi '^Retry-After: ' "${work}/headers" || fail "503 without Retry-After"
 wait "${bg}" || true
+for _ in $(seq 100); do  # the client left mid-stream: its sequence stops, the session is freed
+  req GET /v1/sessions
+  [[ "$(json "${work}/body" 'any(s["busy"] for s in d["data"])')" == False ]] && break
+  sleep 0.1
+done
+[[ "$(json "${work}/body" 'any(s["busy"] for s in d["data"])')" == False ]] || fail "a client that left kept its session busy"
 req POST /v1/completions '{"prompt":"Another story","max_tokens":4}'
 expect 200 "" "a session freed by a client that left"
 stop "${PID}"
