@@ -99,7 +99,7 @@ int RunServe(const ServeOptions& opt) {
   ho.write_timeout_s = opt.timeout_s;
   ho.limits.max_tokens_limit = opt.max_tokens;
   ho.limits.default_max_tokens = std::min<int64_t>(256, opt.max_tokens);
-  ho.handler_threads = std::max(16, 4 * opt.parallel);
+  ho.handler_threads = std::max(64, 4 * opt.parallel);  // a streaming client holds one while it reads
   server::HttpServer http(**sessions, scheduler, tok, *chat_options, ho);
   auto port = http.Bind();
   if (!port.ok()) {

@@ -32,6 +32,7 @@ std::optional<ApiError> Wrong(const char* name, const char* what) {
 }
 
 std::optional<ApiError> ParseParams(const Json& j, const RequestLimits& limits, GenerationParams* p) {
+  *p = GenerationParams();
   p->max_tokens = limits.default_max_tokens;
   for (const char* name : {"max_tokens", "max_completion_tokens"}) {
     if (const Json* v = Field(j, name)) {

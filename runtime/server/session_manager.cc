@@ -55,6 +55,7 @@ StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(const ModelWeig
     KVEDGE_ASSIGN_OR_RETURN(std::unique_ptr<Session> probe, Session::Create(model, m->options_.session));
     m->per_session_bytes_ = probe->reserved_bytes();
     m->capacity_tokens_ = probe->cache().plan().capacity;
+    m->arena_bytes_ = probe->cache().Stats().arena_bytes;
   }
   const uint64_t fit = m->options_.total_budget / m->per_session_bytes_;
   if (fit == 0) {
@@ -91,7 +92,7 @@ StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(const ModelWeig
                      : std::chrono::duration<double>(std::chrono::file_clock::to_sys(mtime).time_since_epoch()).count();
     e.info.id = id;
     e.info.tokens = info->tokens_fed;
-    e.info.kv_budget_bytes = 0;
+    e.info.kv_budget_bytes = m->arena_bytes_;
     e.info.on_disk = true;
     e.info.last_used = e.last_used;
     m->entries_.emplace(id, std::move(e));

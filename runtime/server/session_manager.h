@@ -46,7 +46,7 @@ struct SessionInfo {
   uint64_t tokens = 0;           // fed over the session's life
   uint64_t tokens_in_cache = 0;  // held by its cache now (0 on disk)
   uint64_t kv_bytes = 0;         // arena bytes holding them (0 on disk)
-  uint64_t kv_budget_bytes = 0;  // its arena
+  uint64_t kv_budget_bytes = 0;  // its arena (also when on disk)
   bool on_disk = false;          // swapped out (not in memory)
   bool busy = false;             // a request is using it
   double last_used = 0;          // Unix seconds
@@ -121,6 +121,7 @@ class SessionManager {
   SessionManagerOptions options_;
   chat::ConversationOptions text_options_;
   uint64_t per_session_bytes_ = 0;
+  uint64_t arena_bytes_ = 0;  // one session's KV arena
   int capacity_ = 0;
   int capacity_tokens_ = 0;
   mutable std::mutex mu_;  // guards entries_ and the counters

@@ -263,7 +263,9 @@ TEST_F(ServerTest, InterleavedConversationsSwappedToDiskReplyAsAlone) {
           auto job = Ask(*s, msgs[c], kTokens, &reply);
           EXPECT_FALSE(job->error.has_value()) << job->error->message;
           EXPECT_EQ(reply, alone[c][t]) << "conversation " << c << " turn " << t;
-          if (t > 0) EXPECT_GT(job->cached_tokens, 0) << "conversation " << c << " turn " << t;
+          if (t > 0) {
+            EXPECT_GT(job->cached_tokens, 0) << "conversation " << c << " turn " << t;
+          }
           msgs[c].push_back({"assistant", reply});
         });
       }
