@@ -30,7 +30,7 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 TARGET|all [CPU_SECONDS]   (targets: fuzz_gguf fuzz_llama2c fuzz_tokenizer fuzz_cli_parse fuzz_jinja)" >&2
+  echo "usage: $0 TARGET|all [CPU_SECONDS]   (targets: fuzz_gguf fuzz_llama2c fuzz_tokenizer fuzz_cli_parse fuzz_jinja fuzz_server_request)" >&2
   exit 2
 }
 [[ $# -ge 1 ]] || usage

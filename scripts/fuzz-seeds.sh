@@ -5,14 +5,15 @@
 # one GGUF seed is written by the fuzz build's kvedge (`synth`), so callers
 # build the `kvedge` target of the fuzz preset too.
 
-KVEDGE_FUZZ_TARGETS=(fuzz_gguf fuzz_llama2c fuzz_tokenizer fuzz_cli_parse fuzz_jinja)
+KVEDGE_FUZZ_TARGETS=(fuzz_gguf fuzz_llama2c fuzz_tokenizer fuzz_cli_parse fuzz_jinja fuzz_server_request)
 
 # Input caps: llama2.c seeds must stay whole to load (and reach the view
 # checks); GGUF parsing is exercised by its first 64 KiB; tokenizer inputs
 # are re-encoded whole, so short ones keep the exec rate up; chat templates
 # run to 13 KiB (the largest real one in the kit is 12.5 KiB).
 declare -A KVEDGE_FUZZ_MAX_LEN=([fuzz_gguf]=65536 [fuzz_llama2c]=1100000 [fuzz_tokenizer]=16384
-                                [fuzz_cli_parse]=256 [fuzz_jinja]=13312)
+                                [fuzz_cli_parse]=256 [fuzz_jinja]=13312
+                                [fuzz_server_request]=8192)
 
 # Flags every run uses besides -max_len (libFuzzer defaults otherwise).
 KVEDGE_FUZZ_FLAGS=(-rss_limit_mb=2048 -timeout=20 -print_final_stats=1)
@@ -78,6 +79,13 @@ PY
     fuzz_jinja)
       # The real chat templates of the conformance kit.
       cp "${shared}"/conformance/chat/templates/*.jinja "${dir}/"
+      ;;
+    fuzz_server_request)
+      # Request bodies of each endpoint's shape (server requests are JSON).
+      printf '%s' '{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hi \u00e9"}]}],"max_tokens":16,"temperature":0.7,"top_p":0.9,"seed":1,"stop":["\n","END"],"stream":true}' >"${dir}/chat.json"
+      printf '%s' '{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":null},{"role":"user","content":"b"}],"stop":"x","n":1}' >"${dir}/turns.json"
+      printf '%s' '{"prompt":["Once upon a time"],"max_tokens":4}' >"${dir}/completion.json"
+      printf '%s' '{"content":"Once upon","add_special":true,"tokens":[1,403,511]}' >"${dir}/tokens.json"
       ;;
     *)
       echo "fuzz-seeds: unknown target '${target}'" >&2

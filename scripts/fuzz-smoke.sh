@@ -17,7 +17,7 @@ export KVEDGE_SHARED="${shared}"
 
 cd "${root}"
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz --target fuzz_gguf fuzz_llama2c fuzz_tokenizer fuzz_cli_parse fuzz_jinja kvedge
+cmake --build --preset fuzz --target fuzz_gguf fuzz_llama2c fuzz_tokenizer fuzz_cli_parse fuzz_jinja fuzz_server_request kvedge
 
 work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT

@@ -65,6 +65,35 @@ PY
   echo "Test: ctest \`cli.signals_and_closed_stdout\` (\`tests/cli/signals.sh\`): SIGINT during"
   echo "\`kvedge generate -n -1\` ends with exit 0 and the summary (\"interrupted\"); stdout"
   echo "closed early (\`| head -c 100\`) ends quietly with exit 0."
+  cat <<'SERVE'
+
+## kvedge serve: hostile clients
+
+Tests: `kvedge_server_test` (in process) and ctest `server.e2e` (`tests/server/serve_e2e.sh`,
+curl against `kvedge serve --port 0`). Every error is OpenAI's shape,
+`{"error": {"message", "type", "param", "code"}}`; the server never crashes or blocks its worker.
+
+| case | response | test |
+|---|---|---|
+| no or wrong API key (`--api-key`) | 401 `authentication_error`, `invalid_api_key` (constant-time compare) | e2e; `ApiTest.BearerKeyComparison` |
+| malformed JSON, a body that is not an object | 400 `invalid_json`: "the request body is not valid JSON" | e2e; `ApiTest.RefusesHostileBodiesNamingTheField` |
+| a field of the wrong type or range (`messages`, `role`, `content`, `max_tokens`, `temperature`, `top_p`, `stop`, `stream`, `seed`, `n`≠1, `prompt`) | 400, `param` names the field, e.g. "'max_tokens' must be an integer" | e2e; `ApiTest.RefusesHostileBodiesNamingTheField` |
+| invalid UTF-8 in a body | 400 `invalid_json` | `ApiTest.RefusesHostileBodiesNamingTheField` |
+| more than 64 stop strings, an empty one, one over 1 KiB | 400, `param` `stop` | `ApiTest.RefusesHostileBodiesNamingTheField` |
+| token ids out of the vocabulary (`/detokenize`) | 400 "tokens[0] = 99999 is not a token id (the vocabulary has 512)" | e2e; `ApiTest.CompletionTokenizeDetokenize` |
+| unknown fields | ignored | e2e |
+| huge `max_tokens` | clamped to `--max-tokens` (`kvedge.max_tokens` says so) | e2e; `ApiTest.HugeMaxTokensIsClamped` |
+| a body over `--max-body` | 413 `payload_too_large` | e2e |
+| a prompt over a session's cache | 400 `context_length_exceeded`: "the prompt adds 481 tokens; a session's cache holds at most 256 (--session-budget)" | e2e; `ServerTest.APromptOverTheSessionCacheIsRefusedNamingTheSizes` |
+| a template that cannot render the messages | 400 `template_error` naming the template's error | (template errors: `kvedge_chat_template_test`) |
+| unknown route | 404 `not_found` | e2e |
+| a slow client (headers never finished) | dropped after `--timeout`; other clients served meanwhile | e2e |
+| a client gone mid-stream | its sequence is cancelled at the next step (`finish_reason` `cancelled`); the session holds what was sent and continues | e2e; `ServerTest.CancelMidReplyLeavesTheSessionConsistent` |
+| every live session busy (budget or `--max-sessions` full) | 503 with `Retry-After: 1` | e2e; `ServerTest.EveryLiveSessionBusyIsResourceExhausted` |
+| more than 256 requests waiting | 429 `queue_full` with `Retry-After` | `ServerTest.AFullQueueIs429AndDrainingIs503` |
+| a request during shutdown (SIGTERM) | 503 `shutting_down` with `Retry-After`; the ones in flight finish, every session is saved | e2e; `ServerTest.AFullQueueIs429AndDrainingIs503` |
+| a saved session file that is damaged or foreign | on start: reported and left alone; on restore: the conversation is fed again in a fresh session | (session files: `kvedge_session_file_test`) |
+SERVE
   # The fuzzing section comes from a long campaign, not from CI: scripts/fuzz-report.sh
   # writes it and it is kept as it is until the campaign is run again.
   if [[ -f docs/robustness-fuzz.md ]]; then

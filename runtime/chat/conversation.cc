@@ -148,12 +148,18 @@ Status Conversation::AddMessage(std::string role, std::string content) {
 }
 
 StatusOr<std::string> Conversation::Render(bool add_generation_prompt) const {
+  return RenderMessages(options_, messages_, add_generation_prompt);
+}
+
+StatusOr<std::string> Conversation::RenderMessages(const ConversationOptions& options,
+                                                   const std::vector<ChatMessage>& messages,
+                                                   bool add_generation_prompt) {
   ChatTemplateInputs in;
-  in.bos_token = options_.bos_token;
-  in.eos_token = options_.eos_token;
+  in.bos_token = options.bos_token;
+  in.eos_token = options.eos_token;
   in.add_generation_prompt = add_generation_prompt;
-  in.messages_json = MessagesJson(messages_);
-  return RenderChatTemplate(options_.template_source, in);
+  in.messages_json = MessagesJson(messages);
+  return RenderChatTemplate(options.template_source, in);
 }
 
 // The first piece of a stream starts with BOS: the template's own bos_token
@@ -181,17 +187,45 @@ void Conversation::Reset() {
   ClearCache();
 }
 
-StatusOr<TurnStats> Conversation::GenerateReply(int64_t max_tokens, const std::atomic<bool>* cancel, TextSink sink) {
+Status Conversation::SetMessages(std::vector<ChatMessage> messages) {
+  for (const ChatMessage& m : messages) {
+    if (m.role.empty()) return InvalidArgument("a message needs a role");
+    if (!ValidUtf8(m.role) || !ValidUtf8(m.content)) return InvalidArgument("the " + m.role + " message is not valid UTF-8");
+  }
+  messages_ = std::move(messages);
+  return OkStatus();
+}
+
+StatusOr<std::vector<int>> Conversation::PrepareReply(bool* refed) {
   KVEDGE_ASSIGN_OR_RETURN(std::string rendered, Render(/*add_generation_prompt=*/true));
-  TurnStats stats;
+  *refed = false;
   if (!rendered.starts_with(fed_text_)) {
     // The template spells what was fed differently now (it trims, or drops
     // an earlier turn). The cache cannot rewind: start it again.
     ClearCache();
-    stats.refed = true;
+    *refed = true;
   }
-  const std::string_view suffix = std::string_view(rendered).substr(fed_text_.size());
-  KVEDGE_ASSIGN_OR_RETURN(std::vector<int> ids, Tokenize(suffix, session_->tokens_fed() == 0));
+  pending_ = rendered.substr(fed_text_.size());
+  return Tokenize(pending_, session_->tokens_fed() == 0);
+}
+
+void Conversation::FinishReply(bool prompt_fed, std::string reply, std::string_view stop_string) {
+  // What the template will render for what was fed: the reply as shown
+  // (whole characters, invalid bytes as U+FFFD — the message holds the same)
+  // and the stop string when the model wrote it (the end-of-turn text). Bytes
+  // a token carried past the stop string, or a sink that stopped with bytes
+  // held, make the next rendering differ: that turn is fed again from empty.
+  if (!prompt_fed) return;
+  fed_text_.append(pending_);
+  fed_text_.append(reply);
+  fed_text_.append(stop_string);
+  pending_.clear();
+  messages_.push_back({"assistant", std::move(reply)});
+}
+
+StatusOr<TurnStats> Conversation::GenerateReply(int64_t max_tokens, const std::atomic<bool>* cancel, TextSink sink) {
+  TurnStats stats;
+  KVEDGE_ASSIGN_OR_RETURN(std::vector<int> ids, PrepareReply(&stats.refed));
   stats.prompt_tokens = static_cast<int64_t>(ids.size());
   GenerationRequest request;
   request.prompt = ids.data();
@@ -205,15 +239,8 @@ StatusOr<TurnStats> Conversation::GenerateReply(int64_t max_tokens, const std::a
     return sink(text);
   });
   if (result.last_token < 0 && !ids.empty()) return result.status;  // the prompt was refused: nothing fed
-  // What the template will render for what was fed: the reply as shown
-  // (whole characters, invalid bytes as U+FFFD — the message holds the same)
-  // and the end-of-turn text when the model wrote it. Bytes a token carried
-  // past the stop string, or a sink that stopped with bytes held, make the
-  // next rendering differ: that turn is fed again from empty.
-  fed_text_.append(suffix);
-  fed_text_.append(reply);
-  if (result.reason == StopReason::kStopString) fed_text_.append(end_of_turn_);
-  messages_.push_back({"assistant", std::move(reply)});
+  FinishReply(/*prompt_fed=*/true, std::move(reply),
+              result.reason == StopReason::kStopString ? std::string_view(end_of_turn_) : std::string_view());
   stats.reply_tokens = result.tokens;
   stats.reason = result.reason;
   stats.prefill_seconds = result.prefill_seconds;
@@ -235,8 +262,7 @@ Status Conversation::Save(const std::string& path) const {
   return WriteFileAtomically(path + ".chat", j.dump(1, ' ', false, Json::error_handler_t::replace) + "\n");
 }
 
-Status Conversation::Load(const std::string& path) {
-  // Read and check the conversation file first, so a refusal changes nothing.
+StatusOr<Conversation::SavedInfo> Conversation::ReadSaved(const std::string& path) {
   const std::string chat_path = path + ".chat";
   if (::access(path.c_str(), F_OK) != 0) return NotFound("no session file '" + path + "'");
   std::string bytes;
@@ -258,28 +284,35 @@ Status Conversation::Load(const std::string& path) {
       !j.contains("messages") || !j["messages"].is_array()) {
     return bad("a field is missing or of the wrong type");
   }
-  std::string fed_text;
-  if (!Unhex(j["fed_text_hex"].get<std::string>(), &fed_text)) return bad("fed_text_hex is not hex");
-  std::vector<ChatMessage> messages;
+  SavedInfo info;
+  info.tokens_fed = j["tokens_fed"].get<uint64_t>();
+  info.history_hash = j["history_hash"].get<uint64_t>();
+  if (!Unhex(j["fed_text_hex"].get<std::string>(), &info.fed_text)) return bad("fed_text_hex is not hex");
   for (const Json& m : j["messages"]) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
         !m["content"].is_string()) {
       return bad("a message without a string role and content");
     }
-    messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+    info.messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
   }
+  return info;
+}
+
+Status Conversation::Load(const std::string& path) {
+  // Read and check the conversation file first, so a refusal changes nothing.
+  KVEDGE_ASSIGN_OR_RETURN(SavedInfo info, ReadSaved(path));
   // LoadSession changes nothing on error; the binding can only be checked
   // after it, and a mismatch empties the cache.
   KVEDGE_RETURN_IF_ERROR(LoadSession(path, session_.get(), &sampler_));
-  if (session_->tokens_fed() != j["tokens_fed"].get<uint64_t>() ||
-      session_->history().hash() != j["history_hash"].get<uint64_t>()) {
+  if (session_->tokens_fed() != info.tokens_fed || session_->history().hash() != info.history_hash) {
     const uint64_t fed = session_->tokens_fed();
     Reset();
-    return bad("saved for another state of the session (" + std::to_string(j["tokens_fed"].get<uint64_t>()) +
-               " tokens fed; the session file has " + std::to_string(fed) + "): the conversation starts afresh");
+    return DataLoss("conversation file '" + path + ".chat': saved for another state of the session (" +
+                    std::to_string(info.tokens_fed) + " tokens fed; the session file has " + std::to_string(fed) +
+                    "): the conversation starts afresh");
   }
-  messages_ = std::move(messages);
-  fed_text_ = std::move(fed_text);
+  messages_ = std::move(info.messages);
+  fed_text_ = std::move(info.fed_text);
   return OkStatus();
 }
 

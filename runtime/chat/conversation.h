@@ -66,6 +66,22 @@ class Conversation {
   // is full: the reply so far is kept).
   StatusOr<TurnStats> GenerateReply(int64_t max_tokens, const std::atomic<bool>* cancel, TextSink sink);
 
+  // The step-wise form of GenerateReply, for a caller that runs the
+  // generation loop itself (the server's batched decode): PrepareReply
+  // renders, empties the cache if the rendering no longer starts with what
+  // was fed (*refed says so) and returns the tokens to feed (nothing fed);
+  // the caller feeds them and generates through generator().stream(), then
+  // FinishReply records what was fed — the prompt (if `prompt_fed`), the
+  // reply text as shown and the stop string that ended it — and appends the
+  // reply as an assistant message. Errors: a template error.
+  StatusOr<std::vector<int>> PrepareReply(bool* refed);
+  void FinishReply(bool prompt_fed, std::string reply, std::string_view stop_string);
+
+  // Replaces the messages (a server request carries the whole conversation;
+  // the system prompt option is not added). Errors as AddMessage; nothing
+  // changes on error.
+  Status SetMessages(std::vector<ChatMessage> messages);
+
   // Forgets every message but the system prompt and empties the cache.
   void Reset();
 
@@ -78,11 +94,33 @@ class Conversation {
   Status Save(const std::string& path) const;
   Status Load(const std::string& path);
 
+  // What a saved conversation file (`path`.chat) says, read without loading
+  // the session: for a server that indexes its saved conversations.
+  // Errors: DataLoss naming the file and what is wrong; NotFound.
+  struct SavedInfo {
+    uint64_t tokens_fed = 0;
+    uint64_t history_hash = 0;
+    std::string fed_text;
+    std::vector<ChatMessage> messages;
+  };
+  static StatusOr<SavedInfo> ReadSaved(const std::string& path);
+
   const std::vector<ChatMessage>& messages() const { return messages_; }
   const Session& session() const { return *session_; }
+  Session& mutable_session() { return *session_; }
+  Sampler& sampler() { return sampler_; }
+  void set_sampler(Sampler sampler) { sampler_ = std::move(sampler); }
+  Generator& generator() { return generator_; }
+  // What the template renders for the tokens fed: a request whose rendering
+  // starts with it continues this conversation.
+  const std::string& fed_text() const { return fed_text_; }
   const std::string& end_of_turn() const { return end_of_turn_; }
   // The prompt text the conversation renders now (add_generation_prompt).
   StatusOr<std::string> Render(bool add_generation_prompt) const;
+  // What the template of `options` renders for `messages` (no conversation
+  // needed: a server matches a request against its conversations with it).
+  static StatusOr<std::string> RenderMessages(const ConversationOptions& options,
+                                              const std::vector<ChatMessage>& messages, bool add_generation_prompt);
 
  private:
   Conversation(const Tokenizer& tokenizer, std::unique_ptr<Session> session, Sampler sampler,
@@ -98,6 +136,7 @@ class Conversation {
   Generator generator_;
   std::vector<ChatMessage> messages_;
   std::string fed_text_;  // what the template renders for the tokens fed: a prefix of the next rendering
+  std::string pending_;   // PrepareReply's suffix, fed_text_'s next part once fed
 };
 
 }  // namespace kvedge::chat

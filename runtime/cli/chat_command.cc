@@ -103,22 +103,11 @@ int RunChat(const ChatOptions& opt) {
   const Tokenizer& tok = *loaded->tokenizer;
   // The template: --chat-template, else the GGUF's, else ChatML (warned).
   bool from_model = false;
-  co.template_source = chat::kChatMlTemplate;
-  co.bos_token = std::string(tok.TokenText(tok.bos()));
-  co.eos_token = std::string(tok.TokenText(tok.eos()));
-  if (model.format == "gguf") {
-    auto t = chat::LoadModelChatTemplate(opt.model.model);
-    if (!t.ok()) return ReportError(kCmd, t.status());
-    from_model = t->from_model;
-    co.template_source = t->source;
-    co.bos_token = t->bos_token;
-    co.eos_token = t->eos_token;
-  }
-  if (!opt.template_file.empty()) {
-    auto t = ReadTextFile(opt.template_file);
-    if (!t.ok()) return ReportError(kCmd, t.status());
-    co.template_source = std::move(t).value();
-  } else if (!from_model) {
+  auto templ = ModelChatOptions(opt.model, model, tok, opt.template_file, &from_model);
+  if (!templ.ok()) return ReportError(kCmd, templ.status());
+  templ->system_prompt = std::move(co.system_prompt);
+  co = std::move(templ).value();
+  if (!from_model) {
     std::fprintf(stderr, "kvedge chat: warning: the model has no chat template; using ChatML (<|im_start|>role\\n"
                          "content<|im_end|>)\n");
   }

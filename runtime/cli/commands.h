@@ -20,6 +20,7 @@ CommandRunner RegisterChatTemplateCommand(CLI::App& app);
 CommandRunner RegisterChatCommand(CLI::App& app);
 CommandRunner RegisterQuantizeCommand(CLI::App& app);
 CommandRunner RegisterTokenizeCommand(CLI::App& app);
+CommandRunner RegisterServeCommand(CLI::App& app);
 
 }  // namespace kvedge::cli
 

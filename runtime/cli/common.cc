@@ -9,6 +9,8 @@
 
 #include "platform/memory.h"
 #include "platform/thread_arena.h"
+#include "runtime/chat/chat_template.h"
+#include "runtime/chat/gguf_chat_template.h"
 #include "runtime/engine/defaults.h"
 #include "runtime/model/model_loader.h"
 
@@ -137,6 +139,28 @@ StatusOr<LoadedModel> LoadModelAndTokenizer(const ModelFlags& f, bool need_token
   if (!tok.ok()) return tok.status();
   out.tokenizer = std::move(tok).value();
   return out;
+}
+
+StatusOr<chat::ConversationOptions> ModelChatOptions(const ModelFlags& flags, const ModelWeights& model,
+                                                        const Tokenizer& tokenizer, const std::string& template_file,
+                                                        bool* from_model) {
+  chat::ConversationOptions co;
+  *from_model = false;
+  co.template_source = chat::kChatMlTemplate;
+  co.bos_token = std::string(tokenizer.TokenText(tokenizer.bos()));
+  co.eos_token = std::string(tokenizer.TokenText(tokenizer.eos()));
+  if (model.format == "gguf") {
+    KVEDGE_ASSIGN_OR_RETURN(chat::ModelChatTemplate t, chat::LoadModelChatTemplate(flags.model));
+    *from_model = t.from_model;
+    co.template_source = t.source;
+    co.bos_token = t.bos_token;
+    co.eos_token = t.eos_token;
+  }
+  if (!template_file.empty()) {
+    KVEDGE_ASSIGN_OR_RETURN(co.template_source, ReadTextFile(template_file));
+    *from_model = true;
+  }
+  return co;
 }
 
 StatusOr<std::string> ReadTextFile(const std::string& path) {

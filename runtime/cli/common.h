@@ -10,6 +10,7 @@
 
 #include "kvcache/kv_cache_plan.h"
 #include "platform/status.h"
+#include "runtime/chat/conversation.h"
 #include "runtime/engine/session.h"
 #include "runtime/model/model.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -61,6 +62,13 @@ struct LoadedModel {
 // embedded vocabulary. A llama2.c .bin carries none and needs --tokenizer: a
 // tokenizer.bin lying beside it is not proof that it is the model's.
 StatusOr<LoadedModel> LoadModelAndTokenizer(const ModelFlags& f, bool need_tokenizer);
+
+// The chat template and its bos/eos strings for `model`: `template_file`
+// when given, else the GGUF's template, else ChatML (*from_model false: the
+// caller warns). Errors: an unreadable template file or GGUF template.
+StatusOr<chat::ConversationOptions> ModelChatOptions(const ModelFlags& flags, const ModelWeights& model,
+                                                        const Tokenizer& tokenizer, const std::string& template_file,
+                                                        bool* from_model);
 
 // Reads a whole text file. Errors name the path.
 StatusOr<std::string> ReadTextFile(const std::string& path);

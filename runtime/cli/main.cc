@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   add(kvedge::cli::RegisterChatTemplateCommand(app));
   add(kvedge::cli::RegisterChatCommand(app));
   add(kvedge::cli::RegisterTokenizeCommand(app));
+  add(kvedge::cli::RegisterServeCommand(app));
   const auto is_command = [&](const char* name) {
     for (const auto& [sub, run] : commands) {
       if (sub->get_name() == name) return true;

@@ -77,11 +77,17 @@ StatusOr<TextStream> TextStream::Create(std::vector<std::string> stop_strings, s
     longest = std::max(longest, s.size());
   }
   // Held: at most longest − 1 bytes of a stop prefix or 3 of a character.
-  return TextStream(std::move(stop_strings), std::max<size_t>(longest, 4) + max_piece);
+  return TextStream(std::move(stop_strings), std::max<size_t>(longest, 4) + max_piece, max_piece);
 }
 
-TextStream::TextStream(std::vector<std::string> stop_strings, size_t capacity)
-    : stop_(std::move(stop_strings)), buffer_(capacity) {}
+TextStream::TextStream(std::vector<std::string> stop_strings, size_t capacity, size_t max_piece)
+    : stop_(std::move(stop_strings)), buffer_(capacity), max_piece_(max_piece) {}
+
+Status TextStream::SetStopStrings(std::vector<std::string> stop_strings) {
+  KVEDGE_ASSIGN_OR_RETURN(TextStream fresh, Create(std::move(stop_strings), max_piece_));
+  *this = std::move(fresh);
+  return OkStatus();
+}
 
 size_t TextStream::StopPrefixSuffix(std::string_view text) const {
   size_t best = 0;
@@ -103,6 +109,12 @@ TextStream::Result TextStream::Push(std::string_view piece, TextSink sink) {
   size_t stop_at = std::string_view::npos;
   for (const std::string& s : stop_) stop_at = std::min(stop_at, text.find(s));
   if (stop_at != std::string_view::npos) {
+    for (size_t i = 0; i < stop_.size(); ++i) {
+      if (text.find(stop_[i]) == stop_at) {
+        stopped_by_ = static_cast<int>(i);
+        break;
+      }
+    }
     held_ = 0;
     return EmitUtf8(text.substr(0, stop_at), sink) ? Result::kStop : Result::kSinkStop;
   }
@@ -133,72 +145,106 @@ const char* StopReasonName(StopReason r) {
   return "unknown";
 }
 
-StatusOr<Generator> Generator::Create(const Tokenizer& tokenizer, GeneratorOptions options) {
+StatusOr<GenerationStream> GenerationStream::Create(const Tokenizer& tokenizer, GeneratorOptions options) {
   size_t max_piece = 0;
   for (int t = 0; t < tokenizer.vocab_size(); ++t) max_piece = std::max(max_piece, tokenizer.DecodePiece(-1, t).size());
   KVEDGE_ASSIGN_OR_RETURN(TextStream text, TextStream::Create(std::move(options.stop_strings), max_piece));
   if (!options.is_end_of_generation) {
     options.is_end_of_generation = [&tokenizer](int t) { return tokenizer.IsEndOfGeneration(t); };
   }
-  return Generator(tokenizer, std::move(options), std::move(text));
+  return GenerationStream(tokenizer, std::move(options), std::move(text));
 }
 
-Generator::Generator(const Tokenizer& tokenizer, GeneratorOptions options, TextStream text)
+GenerationStream::GenerationStream(const Tokenizer& tokenizer, GeneratorOptions options, TextStream text)
     : tokenizer_(&tokenizer), options_(std::move(options)), text_(std::move(text)) {}
 
+Status GenerationStream::SetStopStrings(std::vector<std::string> stop_strings) {
+  return text_.SetStopStrings(std::move(stop_strings));
+}
+
+void GenerationStream::Begin(int prev_token, int64_t max_tokens, const std::atomic<bool>* cancel) {
+  text_.Reset();  // drop what a generation stopped by its sink left held
+  result_ = GenerationResult();
+  result_.last_token = prev_token;
+  prev_ = prev_token;
+  max_tokens_ = max_tokens;
+  cancel_ = cancel;
+}
+
+bool GenerationStream::Next(const float* logits, Sampler& sampler, int* token) {
+  if (max_tokens_ >= 0 && result_.tokens >= max_tokens_) {
+    result_.reason = StopReason::kMaxTokens;
+    return false;
+  }
+  if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed)) {
+    result_.reason = StopReason::kCancelled;
+    return false;
+  }
+  const int next = sampler.Sample(logits);
+  if (options_.is_end_of_generation(next)) {
+    result_.reason = StopReason::kEndOfGeneration;
+    return false;
+  }
+  *token = next;
+  return true;
+}
+
+bool GenerationStream::Accept(int token, const Status& fed, TextSink sink) {
+  if (!fed.ok()) {
+    result_.status = fed;
+    result_.reason = StopReason::kError;
+    return false;
+  }
+  ++result_.tokens;
+  result_.last_token = token;
+  const TextStream::Result pushed = text_.Push(tokenizer_->DecodePiece(prev_, token), sink);
+  prev_ = token;
+  if (pushed == TextStream::Result::kStop) {
+    result_.reason = StopReason::kStopString;
+    return false;
+  }
+  if (pushed == TextStream::Result::kSinkStop) {
+    result_.reason = StopReason::kSinkStopped;
+    return false;
+  }
+  return true;
+}
+
+GenerationResult GenerationStream::Finish(TextSink sink) {
+  if (result_.reason != StopReason::kSinkStopped) text_.Flush(sink);
+  return result_;
+}
+
+StatusOr<Generator> Generator::Create(const Tokenizer& tokenizer, GeneratorOptions options) {
+  KVEDGE_ASSIGN_OR_RETURN(GenerationStream stream, GenerationStream::Create(tokenizer, std::move(options)));
+  return Generator(std::move(stream));
+}
+
 GenerationResult Generator::Run(Session& session, Sampler& sampler, const GenerationRequest& request, TextSink sink) {
-  GenerationResult result;
-  text_.Reset();  // drop what a run stopped by its sink left held
   const double t0 = NowSeconds();
   int prev = request.prev_token;
   if (request.prompt_len > 0) {
-    result.status = session.Feed(request.prompt, request.prompt_len);
-    if (!result.status.ok()) {
+    const Status fed = session.Feed(request.prompt, request.prompt_len);
+    if (!fed.ok()) {
+      GenerationResult result;
+      result.status = fed;
       result.reason = StopReason::kError;
       return result;
     }
     prev = request.prompt[request.prompt_len - 1];
   } else if (session.tokens_fed() == 0) {
+    GenerationResult result;
     result.status = FailedPrecondition("nothing to generate from: the prompt is empty and no token was fed before");
     result.reason = StopReason::kError;
     return result;
   }
-  result.last_token = prev;
   const double t1 = NowSeconds();
-  result.prefill_seconds = t1 - t0;
-  for (;;) {
-    if (request.max_tokens >= 0 && result.tokens >= request.max_tokens) {
-      result.reason = StopReason::kMaxTokens;
-      break;
-    }
-    if (request.cancel != nullptr && request.cancel->load(std::memory_order_relaxed)) {
-      result.reason = StopReason::kCancelled;
-      break;
-    }
-    const int next = sampler.Sample(session.Logits());
-    if (options_.is_end_of_generation(next)) {
-      result.reason = StopReason::kEndOfGeneration;
-      break;
-    }
-    result.status = session.Feed(&next, 1);
-    if (!result.status.ok()) {
-      result.reason = StopReason::kError;
-      break;
-    }
-    ++result.tokens;
-    result.last_token = next;
-    const TextStream::Result pushed = text_.Push(tokenizer_->DecodePiece(prev, next), sink);
-    prev = next;
-    if (pushed == TextStream::Result::kStop) {
-      result.reason = StopReason::kStopString;
-      break;
-    }
-    if (pushed == TextStream::Result::kSinkStop) {
-      result.reason = StopReason::kSinkStopped;
-      break;
-    }
+  stream_.Begin(prev, request.max_tokens, request.cancel);
+  int next;
+  while (stream_.Next(session.Logits(), sampler, &next) && stream_.Accept(next, session.Feed(&next, 1), sink)) {
   }
-  if (result.reason != StopReason::kSinkStopped) text_.Flush(sink);
+  GenerationResult result = stream_.Finish(sink);
+  result.prefill_seconds = t1 - t0;
   result.decode_seconds = NowSeconds() - t1;
   return result;
 }

@@ -38,6 +38,9 @@ class TextStream {
   static constexpr size_t kMaxStopStrings = 64;
   static constexpr size_t kMaxStopBytes = 1024;
   static StatusOr<TextStream> Create(std::vector<std::string> stop_strings, size_t max_piece);
+  // Replaces the stop strings (allocates: call between generations). Errors
+  // as Create; nothing changes on error.
+  Status SetStopStrings(std::vector<std::string> stop_strings);
 
   enum class Result : uint8_t {
     kMore,      // go on
@@ -50,17 +53,24 @@ class TextStream {
   // completed; an unfinished character as U+FFFD). False if the sink stopped.
   bool Flush(TextSink sink);
   // Drops what is held.
-  void Reset() { held_ = 0; }
+  void Reset() {
+    held_ = 0;
+    stopped_by_ = -1;
+  }
   size_t held() const { return held_; }
+  // The stop string that made Push return kStop since the last Reset (empty if none).
+  std::string_view stopped_by() const { return stopped_by_ < 0 ? std::string_view() : stop_[stopped_by_]; }
 
  private:
-  TextStream(std::vector<std::string> stop_strings, size_t capacity);
+  TextStream(std::vector<std::string> stop_strings, size_t capacity, size_t max_piece);
   // Longest suffix of text that is a proper prefix of a stop string.
   size_t StopPrefixSuffix(std::string_view text) const;
 
   std::vector<std::string> stop_;
   std::vector<char> buffer_;  // [longest stop + max_piece + 4] held bytes then the new piece
+  size_t max_piece_ = 0;
   size_t held_ = 0;
+  int stopped_by_ = -1;
 };
 
 enum class StopReason : uint8_t {
@@ -98,11 +108,58 @@ struct GenerationResult {
   double decode_seconds = 0;
 };
 
-// Borrows the tokenizer (must outlive it). Not thread-safe; one per stream.
-class Generator {
+// One generation, step by step: the loop's state and stop checks for a
+// caller that feeds the tokens itself — Generator::Run feeds one session, the
+// server feeds every decoding sequence with one batched step. Per token:
+// Next (stop checks, sample) → the caller feeds the token → Accept (text,
+// stop strings). Borrows the tokenizer (must outlive it). Allocates nothing
+// between Begin and Finish (given a sink that does not). Not thread-safe;
+// one per stream.
+class GenerationStream {
  public:
   // Sizes the text buffers from the vocabulary's longest piece. Errors: bad
   // stop strings (see TextStream::Create).
+  static StatusOr<GenerationStream> Create(const Tokenizer& tokenizer, GeneratorOptions options);
+
+  // Replaces the stop strings (allocates: call between generations). Errors
+  // as TextStream::Create; nothing changes on error.
+  Status SetStopStrings(std::vector<std::string> stop_strings);
+
+  // Starts a generation after the prompt was fed; `prev_token` is the last
+  // token fed (-1 if none: the first piece is decoded without one).
+  void Begin(int prev_token, int64_t max_tokens, const std::atomic<bool>* cancel);
+  // The token to feed next, sampled from `logits` (the last fed token's);
+  // false when the generation ends before it (max tokens, cancel, an
+  // end-of-generation id, which is neither fed nor shown).
+  bool Next(const float* logits, Sampler& sampler, int* token);
+  // After Next's token was fed, with the feed's status: passes its text to
+  // `sink`; false when the generation ends (a stop string, the sink, a
+  // failed feed).
+  bool Accept(int token, const Status& fed, TextSink sink);
+  // Ends the generation: emits what is held unless the sink stopped.
+  GenerationResult Finish(TextSink sink);
+
+  const GenerationResult& result() const { return result_; }
+  // The stop string that ended the generation (empty if none).
+  std::string_view stopped_by() const { return text_.stopped_by(); }
+
+ private:
+  GenerationStream(const Tokenizer& tokenizer, GeneratorOptions options, TextStream text);
+
+  const Tokenizer* tokenizer_;
+  GeneratorOptions options_;
+  TextStream text_;
+  GenerationResult result_;
+  int prev_ = -1;
+  int64_t max_tokens_ = -1;
+  const std::atomic<bool>* cancel_ = nullptr;
+};
+
+// One session's generation loop on a GenerationStream. Borrows the tokenizer
+// (must outlive it). Not thread-safe; one per stream.
+class Generator {
+ public:
+  // Errors: bad stop strings (see TextStream::Create).
   static StatusOr<Generator> Create(const Tokenizer& tokenizer, GeneratorOptions options);
 
   // Feeds the prompt, then samples, feeds and decodes token by token until a
@@ -112,12 +169,13 @@ class Generator {
   // continue from (empty prompt on an empty session).
   GenerationResult Run(Session& session, Sampler& sampler, const GenerationRequest& request, TextSink sink);
 
- private:
-  Generator(const Tokenizer& tokenizer, GeneratorOptions options, TextStream text);
+  // The stream Run drives, for a caller that feeds tokens itself.
+  GenerationStream& stream() { return stream_; }
 
-  const Tokenizer* tokenizer_;
-  GeneratorOptions options_;
-  TextStream text_;
+ private:
+  explicit Generator(GenerationStream stream) : stream_(std::move(stream)) {}
+
+  GenerationStream stream_;
 };
 
 }  // namespace kvedge

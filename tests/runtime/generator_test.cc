@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "platform/alloc_counter.h"
+#include "runtime/engine/batch_decoder.h"
 #include "runtime/model/model_loader.h"
 #include "runtime/tokenizer/utf8.h"
 #include "tests/testing/test_data.h"
@@ -207,6 +208,59 @@ TEST_F(GeneratorTest, SameTextAsThePlainLoopForAFixedSeed) {
   EXPECT_EQ(out.Text(), ref_text);
   EXPECT_EQ(r.last_token, ref_ids.back());
   EXPECT_EQ(s->tokens_fed(), prompt.size() + 300);
+}
+
+// The loop in step form, as the server runs it: two streams whose tokens are
+// fed by one batched step give what each gets from Run alone; a stop string
+// set per generation ends one and says which.
+TEST_F(GeneratorTest, StreamsSteppedTogetherEqualRunAlone) {
+  std::vector<int> ref_ids[2];
+  std::string ref_text[2];
+  Reference(7, 60, &ref_ids[0], &ref_text[0]);
+  Reference(8, 60, &ref_ids[1], &ref_text[1]);
+  const std::string stop = ref_text[1].substr(40, 6);  // appears in stream 1's text
+  auto batch = BatchDecoder::Create(*model_, 2, 1);
+  ASSERT_TRUE(batch.ok());
+  std::unique_ptr<Session> sessions[2] = {NewSession(), NewSession()};
+  Sampler samplers[2] = {NewSampler(7), NewSampler(8)};
+  std::vector<GenerationStream> streams;
+  Collected out[2];
+  const std::vector<int> prompt = Prompt();
+  for (int i = 0; i < 2; ++i) {
+    auto g = GenerationStream::Create(*tok_, {});
+    ASSERT_TRUE(g.ok());
+    streams.push_back(std::move(*g));
+    ASSERT_TRUE(sessions[i]->Feed(prompt.data(), prompt.size()).ok());
+  }
+  ASSERT_TRUE(streams[1].SetStopStrings({stop}).ok());
+  for (int i = 0; i < 2; ++i) streams[i].Begin(prompt.back(), 60, nullptr);
+  bool live[2] = {true, true};
+  while (live[0] || live[1]) {
+    Session* step[2];
+    int tokens[2], who[2];
+    size_t n = 0;
+    for (int i = 0; i < 2; ++i) {
+      if (live[i] && streams[i].Next(sessions[i]->Logits(), samplers[i], &tokens[n])) {
+        step[n] = sessions[i].get();
+        who[n++] = i;
+      } else {
+        live[i] = false;
+      }
+    }
+    if (n == 0) break;
+    const Status fed = (*batch)->Step(step, tokens, n);
+    for (size_t k = 0; k < n; ++k) {
+      if (!streams[who[k]].Accept(tokens[k], fed, Into(&out[who[k]]))) live[who[k]] = false;
+    }
+  }
+  const GenerationResult r0 = streams[0].Finish(Into(&out[0]));
+  const GenerationResult r1 = streams[1].Finish(Into(&out[1]));
+  EXPECT_EQ(r0.reason, StopReason::kMaxTokens);
+  EXPECT_EQ(out[0].Text(), ref_text[0]);
+  EXPECT_EQ(r1.reason, StopReason::kStopString);
+  EXPECT_EQ(streams[1].stopped_by(), stop);
+  EXPECT_EQ(out[1].Text(), ref_text[1].substr(0, ref_text[1].find(stop)));
+  EXPECT_TRUE(streams[0].stopped_by().empty());
 }
 
 TEST_F(GeneratorTest, ContinuesASessionAcrossRuns) {
