@@ -1,4 +1,5 @@
-// `kvedge bench`: fill the cache to a depth (batched prefill), then decode N
+// `kvedge bench`: fill the cache to a depth (batched prefill), optionally
+// prefill a timed prompt on top of it (time to first token), then decode N
 // tokens; report prefill and decode speed, median ms/token, KV bytes, RSS.
 #include <nlohmann/json.hpp>
 
@@ -22,19 +23,20 @@ struct BenchOptions {
   KvFlags kv;
   int depth = 512;
   int n_decode = 32;
+  int prompt = 0;  // tokens of the timed prompt on top of the depth (0: none)
   std::string fill = "model";
   bool json = false;
 };
 
 int RunBench(const BenchOptions& opt) {
-  if (opt.depth < 0 || opt.n_decode < 1) {
-    return ReportError("bench", InvalidArgument("--depth must be ≥ 0 and -n ≥ 1"));
+  if (opt.depth < 0 || opt.n_decode < 1 || opt.prompt < 0) {
+    return ReportError("bench", InvalidArgument("--depth and --prompt must be ≥ 0 and -n ≥ 1"));
   }
   auto loaded = LoadModelAndTokenizer(opt.model, /*need_tokenizer=*/false);
   if (!loaded.ok()) return ReportError("bench", loaded.status());
   const ModelWeights& model = *loaded->weights;
   KvFlags kv = opt.kv;
-  if (kv.capacity == 0 && kv.budget.empty()) kv.capacity = opt.depth + opt.n_decode + 1;
+  if (kv.capacity == 0 && kv.budget.empty()) kv.capacity = opt.depth + opt.prompt + opt.n_decode + 1;
   auto so = MakeSessionOptions(kv, model.config);
   if (!so.ok()) return ReportError("bench", so.status());
   so->max_batch = 64;
@@ -42,29 +44,59 @@ int RunBench(const BenchOptions& opt) {
   if (!session.ok()) return ReportError("bench", session.status());
   Session& s = **session;
 
-  // Depth: `model` prefills depth + 1 random token ids (seeded, BOS first)
-  // through the model; `synthetic` appends all but the last 64 as synthetic
-  // keys/values and prefills only those 64 (the prefill speed reported).
-  const size_t total = static_cast<size_t>(opt.depth) + 1;
-  const size_t synthetic = opt.fill == "synthetic" && total > 64 ? total - 64 : 0;
-  Status st = s.FillSynthetic(synthetic, 42);
-  if (!st.ok()) return ReportError("bench", st);
+  // Depth without --prompt: `model` prefills depth + 1 random token ids
+  // (seeded, BOS first) through the model; `synthetic` appends all but the
+  // last 64 as synthetic keys/values and prefills only those 64 (the prefill
+  // speed reported). With --prompt N the depth is reached untimed (`model`:
+  // depth tokens prefilled, `synthetic`: depth synthetic tokens) and the N
+  // prompt tokens are the timed prefill; time to first token is that prefill
+  // plus picking the first token from its logits.
   std::mt19937 rng(42);
   std::uniform_int_distribution<int> pick(3, model.config.vocab_size - 1);
-  std::vector<int> fill(total - synthetic);
-  for (int& id : fill) id = pick(rng);
-  if (synthetic == 0) fill[0] = 1;
+  const bool synthetic_fill = opt.fill == "synthetic";
+  const size_t depth = static_cast<size_t>(opt.depth);
+  size_t synthetic = 0;
+  std::vector<int> fill;  // the timed prefill
+  if (opt.prompt > 0) {
+    synthetic = synthetic_fill ? depth : 0;
+    std::vector<int> untimed(synthetic_fill ? 0 : depth);
+    for (int& id : untimed) id = pick(rng);
+    if (!untimed.empty()) untimed[0] = 1;
+    Status st = s.FillSynthetic(synthetic, 42);
+    if (st.ok() && !untimed.empty()) st = s.Feed(untimed.data(), untimed.size());
+    if (!st.ok()) return ReportError("bench", st);
+    fill.resize(static_cast<size_t>(opt.prompt));
+    for (int& id : fill) id = pick(rng);
+    if (depth == 0) fill[0] = 1;
+  } else {
+    const size_t total = depth + 1;
+    synthetic = synthetic_fill && total > 64 ? total - 64 : 0;
+    Status st = s.FillSynthetic(synthetic, 42);
+    if (!st.ok()) return ReportError("bench", st);
+    fill.resize(total - synthetic);
+    for (int& id : fill) id = pick(rng);
+    if (synthetic == 0) fill[0] = 1;
+  }
   const double t0 = NowSeconds();
-  st = s.Feed(fill.data(), fill.size());
+  Status st = s.Feed(fill.data(), fill.size());
   const double prefill_s = NowSeconds() - t0;
   if (!st.ok()) return ReportError("bench", st);
+  int first = 0;
+  {
+    const float* lg = s.Logits();
+    first = static_cast<int>(std::max_element(lg, lg + s.vocab_size()) - lg);
+  }
+  const double ttft_s = NowSeconds() - t0;
 
   std::vector<double> step_ms;
   step_ms.reserve(static_cast<size_t>(opt.n_decode));
   const double d0 = NowSeconds();
+  int next = first;
   for (int i = 0; i < opt.n_decode; ++i) {
-    const float* lg = s.Logits();
-    const int next = static_cast<int>(std::max_element(lg, lg + s.vocab_size()) - lg);
+    if (i > 0) {
+      const float* lg = s.Logits();
+      next = static_cast<int>(std::max_element(lg, lg + s.vocab_size()) - lg);
+    }
     const double a = NowSeconds();
     st = s.Feed(&next, 1);
     step_ms.push_back((NowSeconds() - a) * 1e3);
@@ -90,8 +122,10 @@ int RunBench(const BenchOptions& opt) {
     j["depth"] = opt.depth;
     j["n_decode"] = opt.n_decode;
     j["fill"] = opt.fill;
+    j["prompt"] = opt.prompt;
     j["prefill_tokens"] = fill.size();
     j["prefill_tokens_per_s"] = prefill_tps;
+    if (opt.prompt > 0) j["ttft_s"] = ttft_s;
     j["decode_tokens_per_s"] = decode_tps;
     j["decode_ms_per_token"] = median;
     j["decode_ms_min"] = sorted.front();
@@ -108,7 +142,12 @@ int RunBench(const BenchOptions& opt) {
               so->threads);
   std::printf("%s\n", plan.Describe().c_str());
   if (synthetic > 0) std::printf("synthetic fill %zu tokens (keys/values only)\n", synthetic);
-  std::printf("prefill %zu tokens: %.1f tokens/s\n", fill.size(), prefill_tps);
+  if (opt.prompt > 0) {
+    std::printf("prompt %zu tokens on depth %d: %.1f tokens/s, time to first token %.3f s\n", fill.size(), opt.depth,
+                prefill_tps, ttft_s);
+  } else {
+    std::printf("prefill %zu tokens: %.1f tokens/s\n", fill.size(), prefill_tps);
+  }
   std::printf("decode  %d tokens at depth %d: %.1f tokens/s, median %.2f ms/token (min %.2f, max %.2f)\n",
               opt.n_decode, opt.depth, decode_tps, median, sorted.front(), sorted.back());
   std::printf("kv held %s (arena %s), tokens held %llu; peak RSS %s\n", FormatBytes(cs.held_bytes).c_str(),
@@ -125,6 +164,9 @@ CommandRunner RegisterBenchCommand(CLI::App& app) {
   AddModelFlags(sub, &opt->model, /*required=*/true);
   sub->add_option("-d,--depth", opt->depth, "Tokens in the cache before decoding (default 512)");
   sub->add_option("-n,--n-decode", opt->n_decode, "Tokens to decode (default 32)");
+  sub->add_option("--prompt", opt->prompt,
+                  "Prefill this many random tokens on top of --depth and time them (prefill tokens/s of the "
+                  "prompt and time to first token, ttft_s); 0 (default): the depth's own prefill is timed");
   sub->add_option("--fill", opt->fill,
                   "How the depth is reached: model (prefill every token, default) or synthetic (seeded keys and "
                   "values straight into the cache, then a real 64-token prefill; decode times the same, much "
