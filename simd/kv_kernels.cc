@@ -935,176 +935,6 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void ScoreKeyBlocksMultiVnni(KvFormat f, int d,
 }
 #endif  // HWY_TARGET == HWY_AVX3_DL
 
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-// ------------------------------ AVX2 integer scores (int4 keys, nq ≥ 2, no VNNI)
-//
-// The f32 group kernel spends, per query, channel and 8 tokens, one FMA and
-// shares a load-widen-convert per 8 codes among 4 queries (16 registers).
-// Here, per (query, block), q' = (R_b q)·s (PrepareQuery) is rounded to int8
-// codes, each group of 16 channels with its own step δ_g = max_{c∈g} |q'_c| /
-// 127 (a key outlier channel, whose large scale makes its q' large, then
-// coarsens only its own group), and vpmaddubsw multiplies token t's codes of
-// a channel pair (u8, ≤ 15) with the pair's query codes (i8), adding both
-// products into int16 lane t: 32 multiply-adds per instruction. A group's
-// eight channel pairs are summed in int16 (|Σ| ≤ 8·2·15·127 = 30480 < 2^15),
-// then widened, converted and scaled by δ_g into f32. Score:
-//   scale·(Σ_g δ_g·Σ_{c∈g} iq_c·code_ct + Σ_c (R_b q)_c·m_c),
-// off the exact score by at most scale·Σ_g (δ_g/2)·Σ_{c∈g} code_ct (tested).
-// int8 keys keep the f32 path: their codes up to 255 would saturate
-// vpmaddubsw's int16 pair sums, and an int8 q' would err by as much as the
-// int8 keys' own quantization (see the AVX3_DL path above).
-//
-// Decode per channel pair, shared by the pass's queries: the pair's 32 bytes
-// (channel 2p: bytes 0..15, 2p+1: 16..31; byte j = token j low nibble, token
-// j+16 high) are permuted so each 128-bit lane interleaves the two channels'
-// bytes of 8 tokens (vpermq + vpshufb), then masked (low nibbles: tokens
-// 0..15) or shifted and masked (high: 16..31). The two nibble halves go in
-// separate passes so 4 queries' accumulators fit 16 registers.
-constexpr size_t kMaddQueries = 4;
-constexpr int kMaddGroup = 16;  // channels per query step δ_g (8 pairs: the int16 headroom)
-
-// One block's int8 query codes for a pass of ≤ 4 queries.
-struct MaddFolded {
-  HWY_ALIGN int8_t iq[kMaddQueries][kMaxHeadDim];         // [query][D] codes of q'; pair p = bytes 2p, 2p+1
-  float step[kMaddQueries][kMaxHeadDim / kMaddGroup];     // [query][group] δ_g
-  float bias[kMaddQueries];                               // [query] Σ_c (R q)_c·m_c
-};
-
-// qs: [D] q' as f32 → fold->iq[i] and fold->step[i]. D is a multiple of 8
-// (a last group of 8 channels has its own step).
-HWY_INLINE void MaddQuantizeQuery(int d, const float* HWY_RESTRICT qs, MaddFolded* HWY_RESTRICT fold, size_t i) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  for (int c = 0; c < d; c += kMaddGroup) {
-    const bool two = c + 8 < d;
-    const __m256 x0 = _mm256_loadu_ps(qs + c);
-    const __m256 x1 = two ? _mm256_loadu_ps(qs + c + 8) : _mm256_setzero_ps();
-    const __m256 amax = _mm256_max_ps(_mm256_andnot_ps(sign, x0), _mm256_andnot_ps(sign, x1));
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    const float a = _mm_cvtss_f32(m);
-    // Below ~1e-36 127/a would overflow; such a group scores as 0 (error ≤ a·Σ code).
-    const bool live = a > 1e-36f;
-    fold->step[i][c / kMaddGroup] = live ? a / 127.0f : 0.0f;
-    const __m256 inv = _mm256_set1_ps(live ? 127.0f / a : 0.0f);
-    const __m256i lo = _mm256_cvtps_epi32(_mm256_mul_ps(x0, inv));
-    const __m256i hi = _mm256_cvtps_epi32(_mm256_mul_ps(x1, inv));
-    // packs work per 128-bit lane: [lo0..3 hi0..3 | lo4..7 hi4..7] → fix the order.
-    const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xD8);  // int16, channels in order
-    const __m256i b = _mm256_permute4x64_epi64(_mm256_packs_epi16(w, w), 0x08);   // int8 in the low 16 bytes
-    if (two) {
-      _mm_store_si128(reinterpret_cast<__m128i*>(fold->iq[i] + c), _mm256_castsi256_si128(b));
-    } else {
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(fold->iq[i] + c), _mm256_castsi256_si128(b));
-    }
-  }
-}
-
-// Accumulator slots: s (int16, lane k of 128-bit half h = token 8h + k),
-// e/o (f32, even/odd tokens of s after a group's flush).
-#define KVEDGE_MADD_SLOT(I)                                                                             \
-  if constexpr ((I) < kQ) {                                                                             \
-    int16_t w;                                                                                          \
-    std::memcpy(&w, fold.iq[I] + 2 * p, 2);                                                             \
-    s##I = _mm256_add_epi16(s##I, _mm256_maddubs_epi16(codes, _mm256_set1_epi16(w)));                   \
-  }
-#define KVEDGE_MADD_FLUSH(I)                                                                            \
-  if constexpr ((I) < kQ) {                                                                             \
-    const __m256 st = _mm256_broadcast_ss(&fold.step[I][p0 / 8]);                                       \
-    e##I = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(s##I, 16), 16)), st, e##I); \
-    o##I = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(s##I, 16)), st, o##I);                 \
-  }
-#define KVEDGE_MADD_OUT(I)                                                                              \
-  if constexpr ((I) < kQ) {                                                                             \
-    const __m256 lo = _mm256_unpacklo_ps(e##I, o##I); /* tokens 0..3 | 8..11 */                         \
-    const __m256 hi = _mm256_unpackhi_ps(e##I, o##I); /* tokens 4..7 | 12..15 */                        \
-    const __m256 bs = _mm256_set1_ps(fold.bias[I] * scale);                                             \
-    float* o = out + (I) * out_stride + (kHigh ? kHalfG : 0);                                           \
-    _mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_permute2f128_ps(lo, hi, 0x20), vscale, bs));             \
-    _mm256_storeu_ps(o + 8, _mm256_fmadd_ps(_mm256_permute2f128_ps(lo, hi, 0x31), vscale, bs));         \
-  }
-// Scores of tokens 0..15 (kHigh false) or 16..31 of one int4 block for kQ
-// queries: out[i·out_stride + t].
-template <int kQ, bool kHigh>
-HWY_INLINE void MaddScoreHalf(int d, const uint8_t* HWY_RESTRICT block, const MaddFolded& fold, float scale,
-                              float* HWY_RESTRICT out, size_t out_stride) {
-  const __m256i nibble = _mm256_set1_epi8(0x0F);
-  const __m256i interleave =
-      _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6,
-                       14, 7, 15);
-  const __m256i zero = _mm256_setzero_si256();
-  const __m256 vscale = _mm256_set1_ps(scale);
-  __m256 e0 = _mm256_setzero_ps(), e1 = e0, e2 = e0, e3 = e0, o0 = e0, o1 = e0, o2 = e0, o3 = e0;
-  const size_t np = static_cast<size_t>(d) / 2;
-  for (size_t p0 = 0; p0 < np; p0 += 8) {
-    __m256i s0 = zero, s1 = zero, s2 = zero, s3 = zero;
-    const size_t p_end = std::min(np, p0 + 8);
-    for (size_t p = p0; p < p_end; ++p) {
-      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2 * kHalfG * p));
-      // Lane h: channel 2p bytes 8h..8h+7, then channel 2p+1's; interleaved per token.
-      const __m256i pairs = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(x, 0xD8), interleave);
-      const __m256i codes = kHigh ? _mm256_and_si256(_mm256_srli_epi16(pairs, 4), nibble)
-                                  : _mm256_and_si256(pairs, nibble);
-      KVEDGE_MADD_SLOT(0)
-      KVEDGE_MADD_SLOT(1)
-      KVEDGE_MADD_SLOT(2)
-      KVEDGE_MADD_SLOT(3)
-    }
-    KVEDGE_MADD_FLUSH(0)
-    KVEDGE_MADD_FLUSH(1)
-    KVEDGE_MADD_FLUSH(2)
-    KVEDGE_MADD_FLUSH(3)
-  }
-  KVEDGE_MADD_OUT(0)
-  KVEDGE_MADD_OUT(1)
-  KVEDGE_MADD_OUT(2)
-  KVEDGE_MADD_OUT(3)
-}
-#undef KVEDGE_MADD_SLOT
-#undef KVEDGE_MADD_FLUSH
-#undef KVEDGE_MADD_OUT
-
-template <int kQ>
-HWY_INLINE void MaddScoreBlock(int d, const uint8_t* HWY_RESTRICT block, const MaddFolded& fold, float scale,
-                               float* HWY_RESTRICT out, size_t out_stride) {
-  MaddScoreHalf<kQ, false>(d, block, fold, scale, out, out_stride);
-  MaddScoreHalf<kQ, true>(d, block, fold, scale, out, out_stride);
-}
-
-// Int4 keys, nq ≥ 2: per block, the key fold once, then passes of ≤ 4 queries.
-HWY_NOINLINE void ScoreKeyBlocksMultiMadd(int d, int rope_dim, const float* HWY_RESTRICT q, size_t nq,
-                                          const float* HWY_RESTRICT rot, const uint8_t* const* HWY_RESTRICT blocks,
-                                          size_t n_blocks, float scale, float* HWY_RESTRICT scores,
-                                          size_t stride) {
-  const KvFormat f = KvFormat::kInt4;
-  const size_t half = static_cast<size_t>(rope_dim) / 2;
-  const size_t block_bytes = KeyBlockBytes(f, d);
-  HWY_ALIGN float qs[kMaxHeadDim];  // [D] one query's q'
-  KeyFoldF32 kf;
-  MaddFolded fold;
-  for (size_t b = 0; b < n_blocks; ++b) {
-    const uint8_t* HWY_RESTRICT block = blocks[b];
-    const float* HWY_RESTRICT angles = rot + b * rope_dim;
-    PrefetchBlock(blocks, n_blocks, b, block_bytes);
-    LoadKeyFold(f, d, half, block, &kf);
-    for (size_t q0 = 0; q0 < nq; q0 += kMaddQueries) {
-      const size_t g = std::min(kMaddQueries, nq - q0);
-      for (size_t i = 0; i < g; ++i) {
-        fold.bias[i] = PrepareQuery(d, half, q + (q0 + i) * d, angles, &kf, qs);
-        MaddQuantizeQuery(d, qs, &fold, i);
-      }
-      float* out = scores + q0 * stride + b * kG;
-      switch (g) {
-        case 1: MaddScoreBlock<1>(d, block, fold, scale, out, stride); break;
-        case 2: MaddScoreBlock<2>(d, block, fold, scale, out, stride); break;
-        case 3: MaddScoreBlock<3>(d, block, fold, scale, out, stride); break;
-        default: MaddScoreBlock<4>(d, block, fold, scale, out, stride); break;
-      }
-    }
-  }
-}
-#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-
 void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTRICT q, size_t nq,
                          const float* HWY_RESTRICT rot, const uint8_t* const* HWY_RESTRICT blocks, size_t n_blocks,
                          float scale, float* HWY_RESTRICT scores, size_t scores_stride) {
@@ -1114,10 +944,6 @@ void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTR
 #if HWY_TARGET == HWY_AVX3_DL
   if (IsQuantized(f)) {
     return ScoreKeyBlocksMultiVnni(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores, scores_stride);
-  }
-#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-  if (f == KvFormat::kInt4) {
-    return ScoreKeyBlocksMultiMadd(d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores, scores_stride);
   }
 #endif
   const size_t half = static_cast<size_t>(rope_dim) / 2;
@@ -1150,19 +976,6 @@ void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTR
 }
 
 bool MultiKernelsQuantize() { return HWY_TARGET == HWY_AVX3_DL; }
-
-ScoreQueryQuantization MultiScoreQueryQuantization(KvFormat f, int d) {
-  ScoreQueryQuantization r;
-#if HWY_TARGET == HWY_AVX3_DL
-  if (IsQuantized(f)) r = {32767, d};
-#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-  if (f == KvFormat::kInt4) r = {127, kMaddGroup};
-#else
-  (void)f;
-  (void)d;
-#endif
-  return r;
-}
 
 // ---------------------------------------------------------------- values
 
@@ -1918,7 +1731,6 @@ HWY_EXPORT(ScoreKeyBlocksMulti);
 HWY_EXPORT(AccumulateValueBlocksMulti);
 HWY_EXPORT(SoftmaxInPlace);
 HWY_EXPORT(MultiKernelsQuantize);
-HWY_EXPORT(MultiScoreQueryQuantization);
 HWY_EXPORT(RopeRotate);
 
 void EncodeKeyBlock(KvFormat f, int head_dim, const float* src, uint8_t* block) {
@@ -1953,9 +1765,6 @@ void AccumulateValueBlocksMulti(KvFormat f, int head_dim, const float* weights, 
 }
 float SoftmaxInPlace(float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(SoftmaxInPlace)(x, n); }
 bool MultiKernelsQuantize() { return HWY_DYNAMIC_DISPATCH(MultiKernelsQuantize)(); }
-ScoreQueryQuantization MultiScoreQueryQuantization(KvFormat f, int head_dim) {
-  return HWY_DYNAMIC_DISPATCH(MultiScoreQueryQuantization)(f, head_dim);
-}
 void RopeRotate(int dim, int rope_dim, const float* angles, const float* x, float* out) {
   HWY_DYNAMIC_DISPATCH(RopeRotate)(dim, rope_dim, angles, x, out);
 }

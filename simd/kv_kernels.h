@@ -91,20 +91,6 @@ void ScoreKeyBlocksMulti(KvFormat f, int head_dim, int rope_dim, const float* q,
 // dispatched target takes this path (and the one of AccumulateValueBlocksMulti).
 bool MultiKernelsQuantize();
 
-// How ScoreKeyBlocksMulti with nq ≥ 2 and keys of format f quantizes the
-// query on the dispatched target: code_max 0 where the scores match the
-// reference up to f32 rounding; else each group of `group` channels of
-// q' = (R_b q)·s is rounded with step δ_g = max_{c∈g} |q'_c| / code_max,
-// and a score is off by at most scale·Σ_g (δ_g/2)·Σ_{c∈g} code_{c,t}.
-// AVX3_DL, int8/int4: code_max 32767, one group of D (vpdpwssd above).
-// AVX2 and AVX3 without VNNI, int4: code_max 127, groups of 16 channels
-// (vpmaddubsw: int8 queries × 4-bit codes, docs/kernels.md).
-struct ScoreQueryQuantization {
-  int code_max = 0;
-  int group = 0;  // channels per step δ_g
-};
-ScoreQueryQuantization MultiScoreQueryQuantization(KvFormat f, int head_dim);
-
 // For each i < nq: out[i·head_dim + c] += Σ_b Σ_{t<G} weights[i·weights_stride + b·G + t] · v_{b,t}[c].
 // weights: [nq] rows of weights_stride ≥ n_blocks·G floats (masked slots 0).
 // With MultiKernelsQuantize(), int8/int4 values, nq ≥ 2 and D ≥ 32, the

@@ -422,10 +422,10 @@ void TestAccumulateMatchesRef() {
 // q' = (R q)·s computed here in double (slack 1e-4 relative for the
 // kernel's f32 q', which may pick a δ a rounding step larger).
 std::vector<double> QuantizedQueryBound(KvFormat f, int d, int rope_dim, const float* q, const float* angles,
-                                   const uint8_t* block, ScoreQueryQuantization qq) {
+                                   const uint8_t* block) {
   const int half = rope_dim / 2;
   const uint8_t* scales = block + KeyBlockScalesOffset(f, d);
-  std::vector<double> folded(static_cast<size_t>(d));  // |q'_c|
+  double amax = 0.0;
   for (int c = 0; c < d; ++c) {
     double r = q[c];
     if (c < 2 * half) {
@@ -433,24 +433,20 @@ std::vector<double> QuantizedQueryBound(KvFormat f, int d, int rope_dim, const f
       const double cs = angles[i], sn = angles[half + i];
       r = c % 2 == 0 ? q[c] * cs - q[c + 1] * sn : q[c - 1] * sn + q[c] * cs;
     }
-    folded[static_cast<size_t>(c)] = std::fabs(r * kt::F16At(scales, c));
+    amax = std::max(amax, std::fabs(r * kt::F16At(scales, c)));
   }
   std::vector<double> bound(kt::kG, 0.0);
-  for (int g0 = 0; g0 < d; g0 += qq.group) {
-    const int g1 = std::min(d, g0 + qq.group);
-    const double amax = *std::max_element(folded.begin() + g0, folded.begin() + g1);
-    for (int t = 0; t < kt::kG; ++t) {
-      double codes = 0.0;
-      for (int c = g0; c < g1; ++c) {
-        if (f == KvFormat::kInt8) {
-          codes += block[c * kt::kG + t];
-        } else {
-          const uint8_t byte = block[c * (kt::kG / 2) + t % (kt::kG / 2)];
-          codes += t < kt::kG / 2 ? (byte & 0xF) : (byte >> 4);
-        }
+  for (int t = 0; t < kt::kG; ++t) {
+    double codes = 0.0;
+    for (int c = 0; c < d; ++c) {
+      if (f == KvFormat::kInt8) {
+        codes += block[c * kt::kG + t];
+      } else {
+        const uint8_t byte = block[c * (kt::kG / 2) + t % (kt::kG / 2)];
+        codes += t < kt::kG / 2 ? (byte & 0xF) : (byte >> 4);
       }
-      bound[t] += (1.0 + 1e-4) * amax / (2.0 * qq.code_max) * codes;
     }
+    bound[t] = (1.0 + 1e-4) * amax / (2 * 32767.0) * codes;
   }
   return bound;
 }
@@ -459,8 +455,8 @@ std::vector<double> QuantizedQueryBound(KvFormat f, int d, int rope_dim, const f
 // RoPE, odd block counts and query counts; q, rot, scores and blocks
 // unaligned, score rows with an odd stride. Tolerance as TestScoreMatchesRef,
 // per query: 2e-5·scale·Σ_c |q_ic|·(|k_ct| + |m_c|); where the target
-// quantizes the query (MultiScoreQueryQuantization, nq ≥ 2) plus the
-// stated bound scale·Σ_g (δ_g/2)·Σ_{c∈g} code_ct, of which the largest observed
+// quantizes the query (MultiKernelsQuantize(), int8/int4, nq ≥ 2) plus the
+// stated bound scale·(δ/2)·Σ_c code_ct, of which the largest observed
 // fraction is printed.
 void TestScoreMultiMatchesRef() {
   double worst_fraction = 0.0;  // max over slots of (|fast − slow| − f32 slack) / quantized-query bound
@@ -491,15 +487,14 @@ void TestScoreMultiMatchesRef() {
                                 fast.data() + 1, stride);
             ref::ScoreKeyBlocksMulti(f, d, rope_dim, q.data() + 1, nq, rot.data() + 1, run.ptrs.data(), n_blocks,
                                      scale, slow.data(), stride);
-            const ScoreQueryQuantization qq = MultiScoreQueryQuantization(f, d);
-            const bool quantized_query = qq.code_max > 0 && nq >= 2;
+            const bool quantized_query = MultiKernelsQuantize() && IsQuantized(f) && nq >= 2;
             for (size_t i = 0; i < nq; ++i) {
               const float* qi = q.data() + 1 + i * d;
               for (size_t b = 0; b < n_blocks; ++b) {
                 const uint8_t* mins = run.ptrs[b] + KeyBlockMinsOffset(f, d);
                 std::vector<double> qbound(kt::kG, 0.0);
                 if (quantized_query) {
-                  qbound = QuantizedQueryBound(f, d, rope_dim, qi, rot.data() + 1 + b * rope_dim, run.ptrs[b], qq);
+                  qbound = QuantizedQueryBound(f, d, rope_dim, qi, rot.data() + 1 + b * rope_dim, run.ptrs[b]);
                 }
                 for (int t = 0; t < kt::kG; ++t) {
                   double mag = 0.0;
@@ -527,7 +522,7 @@ void TestScoreMultiMatchesRef() {
       }
     }
   }
-  if (MultiScoreQueryQuantization(KvFormat::kInt4, 64).code_max > 0) {
+  if (MultiKernelsQuantize()) {
     std::printf("[%s] quantized-query scores: largest error / stated bound %.3f\n", hwy::TargetName(HWY_TARGET),
                 worst_fraction);
   }
