@@ -124,28 +124,13 @@ KvCache::LaneContents KvCache::Contents(int layer, int kv_head) const {
 }
 
 
-
 KvCache::SinkRows KvCache::Sinks(int layer, int kv_head) const {
   const kv::LaneView lane = View().Lane(layer, kv_head);
   return SinkRows{lane.sink_keys(), lane.sink_values(), layers_[static_cast<size_t>(layer)].sinks_filled};
 }
 
 std::vector<KvCache::LayerCursor> KvCache::Cursors() const {
-  std::vector<LayerCursor> out(layers_.size());
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    const LayerState& st = layers_[l];
-    LayerCursor& c = out[l];
-    c.seen = st.seen;
-    c.evicted = st.evicted;
-    c.tail_start = st.tail_start;
-    c.sinks_filled = st.sinks_filled;
-    c.heavy_count = st.heavy_count;
-    c.ring_head = st.ring_head;
-    c.ring_count = st.ring_count;
-    c.first_valid = st.first_valid;
-    c.tail_count = st.tail_count;
-  }
-  return out;
+  return std::vector<LayerCursor>(layers_.begin(), layers_.end());  // the cursor part of each layer
 }
 
 void KvCache::ForEachLaneSpan(const LayerCursor& c, int layer, int kv_head,
@@ -249,15 +234,7 @@ Status KvCache::Restore(const std::vector<LayerCursor>& cursors, FunctionRef<Sta
   for (size_t l = 0; l < layers_.size(); ++l) {
     const LayerCursor& c = cursors[l];
     LayerState& st = layers_[l];
-    st.seen = c.seen;
-    st.evicted = c.evicted;
-    st.tail_start = c.tail_start;
-    st.sinks_filled = c.sinks_filled;
-    st.heavy_count = c.heavy_count;
-    st.ring_head = c.ring_head;
-    st.ring_count = c.ring_count;
-    st.first_valid = c.first_valid;
-    st.tail_count = c.tail_count;
+    static_cast<LayerCursor&>(st) = c;
     // Ring blocks hold consecutive stream indices ending where the tail starts.
     for (int k = 0; k < c.ring_count; ++k) {
       st.ring_start[static_cast<size_t>((c.ring_head + k) % plan_.ring_blocks)] =
@@ -292,10 +269,8 @@ Status KvCache::Restore(const std::vector<LayerCursor>& cursors, FunctionRef<Sta
 
 void KvCache::Reset() {
   for (LayerState& st : layers_) {
+    static_cast<LayerCursor&>(st) = LayerCursor();
     std::fill(st.ring_start.begin(), st.ring_start.end(), 0);
-    std::vector<int64_t> ring_start = std::move(st.ring_start);
-    st = LayerState();
-    st.ring_start = std::move(ring_start);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kvcache/kv_cache.h"
 #include "kvcache/kv_cache_plan.h"
 #include "kvcache/rope_table.h"
 
@@ -17,17 +18,12 @@ inline constexpr int G = kKvBlockTokens;
 
 // Bookkeeping shared by every lane of a layer: all lanes hold the same
 // number of tokens in the same slots (h2o picks different tokens per lane,
-// recorded per lane in the heavy-id region).
-struct LayerState {
-  int64_t seen = 0;          // tokens appended
-  int64_t evicted = 0;
-  int sinks_filled = 0;
-  int heavy_count = 0;       // h ≤ plan.heavy
-  int ring_head = 0;         // ring slot of the oldest ring block
-  int ring_count = 0;        // ring blocks in use
-  int first_valid = 0;       // first live slot of the oldest ring block
-  int tail_count = 0;
-  int64_t tail_start = 0;    // stream index of tail slot 0
+// recorded per lane in the heavy-id region). The saved fields are the
+// cursor's (seen, evicted, sinks_filled, heavy_count ≤ plan.heavy, ring_head:
+// ring slot of the oldest ring block, ring_count, first_valid: first live
+// slot of the oldest ring block, tail_count, tail_start: stream index of tail
+// slot 0); ring_start follows from them (Restore).
+struct LayerState : KvCache::LayerCursor {
   std::vector<int64_t> ring_start;  // [ring_blocks] stream index of slot 0
 
   int RingTokens() const { return ring_count * G - first_valid; }
