@@ -94,7 +94,7 @@ CPU="$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)"
 NCPU="$(nproc)"
 CMD="FORMATS=\"$FORMATS\" POLICIES=\"$POLICIES\" DEPTHS=\"$DEPTHS\" THREADS=\"$THREADS\" REPS=$REPS NDECODE=$NDECODE bench/run-e2e.sh"
 python3 - "$RESULTS" "$WORK" "$OUT_MD" "$CMD" "$CPU" "$NCPU" "$BW" "$ELAPSED" "$(uptime)" "$KERNELS_JSON" "$PREFILL" "$LAYOUT" <<'EOF'
-import json, statistics, sys, collections
+import collections, json, re, statistics, sys
 res, work, out_md, cmd, cpu, ncpu, bw, elapsed, up, kernels_json, prefill, layout = sys.argv[1:13]
 rows = [json.loads(l) for l in open(res)]
 kern = {b["run_name"]: b for b in json.load(open(kernels_json)).get("benchmarks", []) if b.get("aggregate_name") == "median"} if open(kernels_json).read().strip() != "[]" else {}
@@ -204,14 +204,15 @@ if one and two:
     extra = f"; 2-thread MemoryRead is {membw2/membw:.2f}x the 1-thread one" if mem and membw2 else ""
     lines.append(f"- 2 threads vs 1, INT4 `full`, depth 4096: {one:.1f} / {two:.1f} ms = {one/two:.2f}x (goal ≥ 1.7x{extra}).")
 lines.append("")
-# bench/run-streams.sh's section (batched decode) is kept as it is.
+# Sections other scripts and measurements own (between <!-- NAME:begin --> and
+# <!-- NAME:end -->: bench/run-streams.sh's batched decode, the attention-at-depth
+# study) are kept as they are.
 try:
     prev = open(out_md).read()
 except FileNotFoundError:
     prev = ""
-b, e = prev.find("<!-- streams:begin -->"), prev.find("<!-- streams:end -->")
-if b >= 0 and e > b:
-    lines += ["", prev[b:e + len("<!-- streams:end -->")]]
+for kept in re.finditer(r"<!-- ([a-z-]+):begin -->.*?<!-- \1:end -->", prev, flags=re.S):
+    lines += ["", kept.group(0)]
 open(out_md, "w").write("\n".join(lines) + "\n")
 with open(f"{work}/plot.gp", "w") as g:
     g.write('set terminal png size 900,600\nset output "%s"\n' % out_md.replace("performance.md", "performance-ms-per-token.png"))

@@ -16,6 +16,11 @@
 // KvCacheOptions selects measured alternatives (docs/quality.md): keys stored
 // post-RoPE or pre-RoPE instead of R(t)·k, token-wise key scales, no hot tail
 // (the partial block re-encoded per append), and H2O rankings.
+//
+// The parts, one file each: ring_storage (append, seal, window eviction),
+// heavy_hitters (H2O scores and merge), attention (gather → score → mask →
+// softmax → accumulate), eviction (each policy's hooks), key_codec (the one
+// switch point of the stored-key alternatives); lane.h is what they share.
 #ifndef KVEDGE_KVCACHE_KV_CACHE_H_
 #define KVEDGE_KVCACHE_KV_CACHE_H_
 
@@ -32,6 +37,13 @@
 #include "platform/thread_arena.h"
 
 namespace kvedge {
+
+// The cache's parts (kvcache/lane.h and the files it names).
+namespace kv {
+struct CacheView;
+struct LayerState;
+class Eviction;
+}  // namespace kv
 
 struct KvCacheStats {
   uint64_t tokens_seen = 0;       // tokens appended over the stream's life
@@ -125,26 +137,18 @@ class KvCache {
   void Reset();
 
  private:
-  struct LayerState;
   KvCache(const KvCachePlan& plan, AlignedBuffer arena);
 
-  uint8_t* Lane(int layer, int kv_head) const;
-  void AppendLane(LayerState& st, int layer, int kv_head, const float* k, const float* v, uint8_t* scratch);
-  void SealTail(LayerState& st, int layer, uint8_t* scratch);
-  void MergeHeavy(LayerState& st, int layer, int kv_head, int leaving_ring_slot, uint8_t* scratch);
-  void AttendLane(const LayerState& st, int layer, int kv_head, const float* q, float* out, uint8_t* scratch);
-  int64_t QueryPosition(const LayerState& st) const;
+  kv::CacheView View() const;
   // The held regions of one lane (see ForEachHeldSpan), for save and restore.
   void ForEachLaneSpan(const LayerCursor& c, int layer, int kv_head, FunctionRef<void(uint8_t*, size_t)> visit) const;
-  bool Reorders() const;
-  void ToCacheOrder(const float* x, float* out) const;
-  void MaskOutsideWindow(const LayerState& st, int layer, int kv_head, float* row) const;
 
   KvCachePlan plan_;
   AlignedBuffer arena_;
   std::vector<double> rope_freqs_;  // [rope_dim/2] θ_i, read by rope_
   RopeTable rope_;
-  std::vector<LayerState> layers_;  // sized once in Create
+  const kv::Eviction* eviction_;        // the policy's hooks (static, not owned)
+  std::vector<kv::LayerState> layers_;  // sized once in Create
   // Inside arena_: the lanes (layout: plan_.lane), the RoPE table, per-thread scratch (plan_.scratch).
   uint8_t* lanes_ = nullptr;
   uint8_t* scratch_ = nullptr;  // [max_threads][scratch_bytes_per_thread]

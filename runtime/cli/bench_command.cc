@@ -1,12 +1,14 @@
-// `kvedge bench`: fill the cache to a depth (batched prefill), then decode N
+// `kvedge bench`: fill the cache to a depth (batched prefill), optionally
+// prefill a timed prompt on top of it (time to first token), then decode N
 // tokens; report prefill and decode speed, median ms/token, KV bytes, RSS.
 // With --streams S, S sessions (each its own cache, filled alike with its own
 // tokens) decode together through one BatchDecoder: one pass over the
 // weights per step yields S tokens; the aggregate tokens/s is reported.
 #include <nlohmann/json.hpp>
 
+#include <time.h>
+
 #include <algorithm>
-#include <ctime>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -22,28 +24,47 @@
 namespace kvedge::cli {
 namespace {
 
+// CPU seconds of the whole process (every thread). On a shared, loaded
+// machine wall time mostly measures the other tenants; CPU time per token is
+// what the code costs (with 1 thread, the same as wall time on an idle core).
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// The greedy next token of a session's last logits.
+int Greedy(const Session& s) {
+  const float* lg = s.Logits();
+  return static_cast<int>(std::max_element(lg, lg + s.vocab_size()) - lg);
+}
+
 struct BenchOptions {
   ModelFlags model;
   KvFlags kv;
   int depth = 512;
   int n_decode = 32;
   int streams = 1;
+  int prompt = 0;  // tokens of the timed prompt on top of the depth (0: none)
   std::string fill = "model";
   bool json = false;
 };
 
 int RunBench(const BenchOptions& opt) {
-  if (opt.depth < 0 || opt.n_decode < 1) {
-    return ReportError("bench", InvalidArgument("--depth must be ≥ 0 and -n ≥ 1"));
+  if (opt.depth < 0 || opt.n_decode < 1 || opt.prompt < 0) {
+    return ReportError("bench", InvalidArgument("--depth and --prompt must be ≥ 0 and -n ≥ 1"));
   }
   if (opt.streams < 1 || opt.streams > 4096) {
     return ReportError("bench", InvalidArgument("--streams must be 1 to 4096"));
+  }
+  if (opt.prompt > 0 && opt.streams > 1) {
+    return ReportError("bench", InvalidArgument("--prompt times one stream's first token: use it with --streams 1"));
   }
   auto loaded = LoadModelAndTokenizer(opt.model, /*need_tokenizer=*/false);
   if (!loaded.ok()) return ReportError("bench", loaded.status());
   const ModelWeights& model = *loaded->weights;
   KvFlags kv = opt.kv;
-  if (kv.capacity == 0 && kv.budget.empty()) kv.capacity = opt.depth + opt.n_decode + 1;
+  if (kv.capacity == 0 && kv.budget.empty()) kv.capacity = opt.depth + opt.prompt + opt.n_decode + 1;
   auto so = MakeSessionOptions(kv, model.config);
   if (!so.ok()) return ReportError("bench", so.status());
   so->max_batch = 64;
@@ -61,31 +82,54 @@ int RunBench(const BenchOptions& opt) {
     decoder = std::move(d).value();
   }
 
-  // Depth: `model` prefills depth + 1 random token ids (seeded, BOS first)
-  // through the model; `synthetic` appends all but the last 64 as synthetic
-  // keys/values and prefills only those 64 (the prefill speed reported).
-  // `keys` appends all depth + 1 as synthetic keys/values and prefills
-  // nothing (decode only; the first step feeds BOS). Stream i draws its ids
-  // from seed 42 + i.
-  const size_t total = static_cast<size_t>(opt.depth) + 1;
-  const size_t synthetic = opt.fill == "keys"                      ? total
-                           : opt.fill == "synthetic" && total > 64 ? total - 64
-                                                                   : 0;
-  std::vector<int> fill(total - synthetic);
+  // Depth without --prompt: `model` prefills depth + 1 random token ids
+  // (seeded, BOS first) through the model; `synthetic` appends all but the
+  // last 64 as synthetic keys/values and prefills only those 64 (the prefill
+  // speed reported); `keys` appends all depth + 1 as synthetic keys/values
+  // and prefills nothing (decode only; the first step feeds BOS). With
+  // --prompt N the depth is reached untimed (`model`: depth tokens
+  // prefilled, otherwise depth synthetic tokens) and the N prompt tokens are
+  // the timed prefill; time to first token is that prefill plus picking the
+  // first token from its logits. Stream i draws its ids from seed 42 + i.
+  const size_t depth = static_cast<size_t>(opt.depth);
+  const bool synthetic_fill = opt.fill != "model";
+  size_t synthetic = 0;
+  size_t timed = 0;  // tokens of the timed prefill, per stream
+  if (opt.prompt > 0) {
+    synthetic = synthetic_fill ? depth : 0;
+    timed = static_cast<size_t>(opt.prompt);
+  } else {
+    const size_t total = depth + 1;
+    synthetic = opt.fill == "keys" ? total : opt.fill == "synthetic" && total > 64 ? total - 64 : 0;
+    timed = total - synthetic;
+  }
+  std::vector<int> untimed(opt.prompt > 0 && !synthetic_fill ? depth : 0);
+  std::vector<int> fill(timed);
   double prefill_s = 0;
+  double prefill_cpu_s = 0;
+  double ttft_s = 0;
+  std::vector<int> first(n_streams, 1);  // each stream's first decoded token (BOS after a `keys` fill)
   for (size_t i = 0; i < n_streams; ++i) {
     Session& s = *sessions[i];
     Status st = s.FillSynthetic(synthetic, 42);
     if (!st.ok()) return ReportError("bench", st);
     std::mt19937 rng(static_cast<uint32_t>(42 + i));
     std::uniform_int_distribution<int> pick(3, model.config.vocab_size - 1);
+    for (int& id : untimed) id = pick(rng);
+    if (!untimed.empty()) untimed[0] = 1;
+    if (!untimed.empty()) st = s.Feed(untimed.data(), untimed.size());
+    if (!st.ok()) return ReportError("bench", st);
     for (int& id : fill) id = pick(rng);
-    if (synthetic == 0) fill[0] = 1;
+    if (!fill.empty() && synthetic == 0 && untimed.empty()) fill[0] = 1;
     if (fill.empty()) continue;
+    const double c0 = ProcessCpuSeconds();
     const double t0 = NowSeconds();
     st = s.Feed(fill.data(), fill.size());
     prefill_s += NowSeconds() - t0;
     if (!st.ok()) return ReportError("bench", st);
+    first[i] = Greedy(s);
+    ttft_s = NowSeconds() - t0;  // --prompt runs one stream: its time to first token
+    prefill_cpu_s += ProcessCpuSeconds() - c0;
   }
 
   // One step: every stream's greedy next token, fed (one session) or
@@ -96,12 +140,9 @@ int RunBench(const BenchOptions& opt) {
   std::vector<double> step_ms;
   step_ms.reserve(static_cast<size_t>(opt.n_decode));
   const double d0 = NowSeconds();
-  const std::clock_t c0 = std::clock();  // process CPU time: on a shared machine, the work without the waits
+  const double dc0 = ProcessCpuSeconds();  // process CPU time: on a shared machine, the work without the waits
   for (int i = 0; i < opt.n_decode; ++i) {
-    for (size_t r = 0; r < n_streams; ++r) {
-      const float* lg = rows[r]->Logits();
-      next[r] = i == 0 && fill.empty() ? 1 : static_cast<int>(std::max_element(lg, lg + rows[r]->vocab_size()) - lg);
-    }
+    for (size_t r = 0; r < n_streams; ++r) next[r] = i == 0 ? first[r] : Greedy(*rows[r]);
     const double a = NowSeconds();
     const Status st = decoder != nullptr ? decoder->Step(rows.data(), next.data(), n_streams)
                                          : rows[0]->Feed(next.data(), 1);
@@ -109,7 +150,7 @@ int RunBench(const BenchOptions& opt) {
     if (!st.ok()) return ReportError("bench", st);
   }
   const double decode_s = NowSeconds() - d0;
-  const double decode_cpu_s = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+  const double decode_cpu_s = ProcessCpuSeconds() - dc0;
   std::vector<double> sorted = step_ms;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted[sorted.size() / 2];
@@ -132,13 +173,17 @@ int RunBench(const BenchOptions& opt) {
     j["depth"] = opt.depth;
     j["n_decode"] = opt.n_decode;
     j["fill"] = opt.fill;
+    j["prompt"] = opt.prompt;
     j["prefill_tokens"] = fill.size();  // per stream
     j["prefill_tokens_per_s"] = prefill_tps;
+    j["prefill_cpu_s"] = prefill_cpu_s;
+    if (opt.prompt > 0) j["ttft_s"] = ttft_s;
     j["decode_tokens_per_s"] = decode_tps;  // all streams together
     j["decode_tokens_per_s_per_stream"] = decode_tps / opt.streams;
     j["decode_ms_per_step"] = median;  // median step: one token of every stream
     j["decode_ms_per_token"] = median / opt.streams;
     j["decode_cpu_ms_per_step"] = decode_cpu_s * 1e3 / opt.n_decode;  // mean, all threads' CPU time
+    j["decode_cpu_ms_per_token"] = decode_cpu_s * 1e3 / opt.n_decode / opt.streams;
     j["decode_ms_min"] = sorted.front();
     j["decode_ms_max"] = sorted.back();
     j["kv_bytes"] = cs.held_bytes;  // per stream (all alike)
@@ -153,7 +198,10 @@ int RunBench(const BenchOptions& opt) {
               so->threads);
   std::printf("%s\n", plan.Describe().c_str());
   if (synthetic > 0) std::printf("synthetic fill %zu tokens (keys/values only)\n", synthetic);
-  if (!fill.empty()) {
+  if (opt.prompt > 0) {
+    std::printf("prompt %zu tokens on depth %d: %.1f tokens/s, time to first token %.3f s\n", fill.size(), opt.depth,
+                prefill_tps, ttft_s);
+  } else if (!fill.empty()) {
     std::printf("prefill %zu tokens%s: %.1f tokens/s\n", fill.size(), n_streams > 1 ? " per stream" : "",
                 prefill_tps);
   }
@@ -183,6 +231,9 @@ CommandRunner RegisterBenchCommand(CLI::App& app) {
   sub->add_option("--streams", opt->streams,
                   "Sequences decoding together, each with its own cache filled to the depth: one pass over the "
                   "weights per step (batched decode); reports the aggregate tokens/s (default 1)");
+  sub->add_option("--prompt", opt->prompt,
+                  "Prefill this many random tokens on top of --depth and time them (prefill tokens/s of the "
+                  "prompt and time to first token, ttft_s); 0 (default): the depth's own prefill is timed");
   sub->add_option("--fill", opt->fill,
                   "How the depth is reached: model (prefill every token, default) or synthetic (seeded keys and "
                   "values straight into the cache, then a real 64-token prefill; decode times the same, much "

@@ -16,6 +16,7 @@
 #include "tests/testing/test_data.h"
 #include "simd/kv_kernels.h"
 #include "simd/kv_kernels_ref.h"
+#include "hwy/targets.h"
 
 namespace kvedge {
 namespace {
@@ -442,76 +443,82 @@ TEST_P(AblationTest, AttentionEqualsNaiveOverDefinedKeys) {
     for (int c = 0; c < d; ++c) for (int t = 0; t < G; ++t) cm[c * G + t] = tm[t * d + c];
   };
   std::vector<float> out(static_cast<size_t>(shape.n_heads) * d);
-  // f32 rounding: 1e-4. Where the GQA kernels quantize the folded query to
-  // int16 (kv_kernels.h, AVX-512 VNNI; sealed int4 key blocks, the f32 hot
-  // tail stays exact) the scores move by up to (δ/2)·Σ code, δ = max|q'|/32767:
-  // an outlier channel 20x the rest costs the others ~4 of the 15 bits. Here
-  // (D = 16, outlier keys) that measured up to 6.2e-4 (the f32 path: 2e-6),
-  // beside ~10% for the int4 keys themselves (tests/simd TestAttentionErrorRealistic).
-  const bool path_in_use = ac.axis == KeyQuantAxis::kChannel && ac.rope != KeyRope::kPre;
-  const double tolerance = MultiKernelsQuantize() && path_in_use ? 1e-3 : 1e-4;
-  double worst = 0.0;
-  for (int h = 0; h < shape.n_kv_heads; ++h) {
-    // Per lane: dequantized stored keys of sealed tokens, and the tail state.
-    std::vector<std::vector<double>> keys;  // [token][D], rotated to the token's position
-    std::vector<float> tail(static_cast<size_t>(G) * d);
-    std::vector<uint8_t> tail_bytes(plan->key_block_bytes), block_bytes(plan->key_block_bytes);
-    std::vector<float> decoded(tail.size());
-    auto fresh = KvCache::Create(*plan, nullptr);
-    ASSERT_TRUE(fresh.ok());
-    for (int i = 0; i < tokens; ++i) {
-      const int slot = i % G;
-      const int64_t carried = ac.rope == KeyRope::kInBlock ? slot : ac.rope == KeyRope::kPost ? i : 0;
-      const auto rk = Rotate(st.K(i, 0) + static_cast<size_t>(h) * d, shape, carried);
-      if (ac.hot_tail) {
-        for (int c = 0; c < d; ++c) tail[c * G + slot] = static_cast<float>(rk[c]);
-        if (slot == G - 1) {
-          encode(tail, block_bytes);
-          decode(block_bytes, decoded);
+  // Every compiled target this CPU runs: the cache dispatches its kernels.
+  for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    // f32 rounding: 1e-4. Where the GQA kernels quantize the folded query to
+    // int16 (kv_kernels.h, AVX-512 VNNI; sealed int4 key blocks, the f32 hot
+    // tail stays exact) the scores move by up to (δ/2)·Σ code, δ = max|q'|/32767:
+    // an outlier channel 20x the rest costs the others ~4 of the 15 bits. Here
+    // (D = 16, outlier keys) that measured up to 6.2e-4 (the f32 path: 2e-6),
+    // beside ~10% for the int4 keys themselves (tests/simd TestAttentionErrorRealistic).
+    const bool path_in_use = ac.axis == KeyQuantAxis::kChannel && ac.rope != KeyRope::kPre;
+    const double tolerance = MultiKernelsQuantize() && path_in_use ? 1e-3 : 1e-4;
+    double worst = 0.0;
+    for (int h = 0; h < shape.n_kv_heads; ++h) {
+      // Per lane: dequantized stored keys of sealed tokens, and the tail state.
+      std::vector<std::vector<double>> keys;  // [token][D], rotated to the token's position
+      std::vector<float> tail(static_cast<size_t>(G) * d);
+      std::vector<uint8_t> tail_bytes(plan->key_block_bytes), block_bytes(plan->key_block_bytes);
+      std::vector<float> decoded(tail.size());
+      auto fresh = KvCache::Create(*plan, nullptr);
+      ASSERT_TRUE(fresh.ok());
+      for (int i = 0; i < tokens; ++i) {
+        const int slot = i % G;
+        const int64_t carried = ac.rope == KeyRope::kInBlock ? slot : ac.rope == KeyRope::kPost ? i : 0;
+        const auto rk = Rotate(st.K(i, 0) + static_cast<size_t>(h) * d, shape, carried);
+        if (ac.hot_tail) {
+          for (int c = 0; c < d; ++c) tail[c * G + slot] = static_cast<float>(rk[c]);
+          if (slot == G - 1) {
+            encode(tail, block_bytes);
+            decode(block_bytes, decoded);
+          } else {
+            decoded = tail;  // f32 hot tail
+          }
         } else {
-          decoded = tail;  // f32 hot tail
+          if (slot > 0) decode(tail_bytes, tail);
+          for (int t = slot; t < G; ++t) for (int c = 0; c < d; ++c) tail[c * G + t] = static_cast<float>(rk[c]);
+          encode(tail, tail_bytes);
+          decode(tail_bytes, decoded);
         }
-      } else {
-        if (slot > 0) decode(tail_bytes, tail);
-        for (int t = slot; t < G; ++t) for (int c = 0; c < d; ++c) tail[c * G + t] = static_cast<float>(rk[c]);
-        encode(tail, tail_bytes);
-        decode(tail_bytes, decoded);
-      }
-      // Keys of the current block as stored now, moved to their positions.
-      keys.resize(static_cast<size_t>(i / G * G));
-      for (int t = 0; t <= slot; ++t) {
-        std::vector<float> k(d);
-        for (int c = 0; c < d; ++c) k[c] = decoded[c * G + t];
-        const int64_t token = i / G * G + t;
-        const int64_t carried_t = ac.rope == KeyRope::kInBlock ? t : ac.rope == KeyRope::kPost ? token : 0;
-        keys.push_back(Rotate(k.data(), shape, token - carried_t));
-      }
-      (*fresh)->Append(0, st.K(i, 0), st.V(i, 0));
-      (*fresh)->Attend(0, st.Q(i, 0), out.data(), nullptr);
-      const int group = shape.n_heads / shape.n_kv_heads;
-      for (int g = 0; g < group; ++g) {
-        const int head = h * group + g;
-        const auto q = Rotate(st.Q(i, 0) + static_cast<size_t>(head) * d, shape, i);
-        std::vector<double> p(keys.size());
-        double mx = -1e300, sum = 0;
-        for (size_t j = 0; j < keys.size(); ++j) {
-          double dot = 0;
-          for (int c = 0; c < d; ++c) dot += q[c] * keys[j][c];
-          mx = std::max(mx, p[j] = dot / std::sqrt(static_cast<double>(d)));
+        // Keys of the current block as stored now, moved to their positions.
+        keys.resize(static_cast<size_t>(i / G * G));
+        for (int t = 0; t <= slot; ++t) {
+          std::vector<float> k(d);
+          for (int c = 0; c < d; ++c) k[c] = decoded[c * G + t];
+          const int64_t token = i / G * G + t;
+          const int64_t carried_t = ac.rope == KeyRope::kInBlock ? t : ac.rope == KeyRope::kPost ? token : 0;
+          keys.push_back(Rotate(k.data(), shape, token - carried_t));
         }
-        for (auto& x : p) sum += (x = std::exp(x - mx));
-        std::vector<double> ref(d, 0.0);
-        for (size_t j = 0; j < keys.size(); ++j) {
-          const float* v = st.V(static_cast<int>(j), 0) + static_cast<size_t>(h) * d;
-          for (int c = 0; c < d; ++c) ref[c] += p[j] / sum * v[c];
+        (*fresh)->Append(0, st.K(i, 0), st.V(i, 0));
+        (*fresh)->Attend(0, st.Q(i, 0), out.data(), nullptr);
+        const int group = shape.n_heads / shape.n_kv_heads;
+        for (int g = 0; g < group; ++g) {
+          const int head = h * group + g;
+          const auto q = Rotate(st.Q(i, 0) + static_cast<size_t>(head) * d, shape, i);
+          std::vector<double> p(keys.size());
+          double mx = -1e300, sum = 0;
+          for (size_t j = 0; j < keys.size(); ++j) {
+            double dot = 0;
+            for (int c = 0; c < d; ++c) dot += q[c] * keys[j][c];
+            mx = std::max(mx, p[j] = dot / std::sqrt(static_cast<double>(d)));
+          }
+          for (auto& x : p) sum += (x = std::exp(x - mx));
+          std::vector<double> ref(d, 0.0);
+          for (size_t j = 0; j < keys.size(); ++j) {
+            const float* v = st.V(static_cast<int>(j), 0) + static_cast<size_t>(h) * d;
+            for (int c = 0; c < d; ++c) ref[c] += p[j] / sum * v[c];
+          }
+          const double err = RelL2(ref, out.data() + static_cast<size_t>(head) * d);
+          worst = std::max(worst, err);
+          ASSERT_LT(err, tolerance) << "token " << i << " head " << head;
         }
-        const double err = RelL2(ref, out.data() + static_cast<size_t>(head) * d);
-        worst = std::max(worst, err);
-        ASSERT_LT(err, tolerance) << "token " << i << " head " << head;
       }
     }
+    std::printf("[ info ] %s: largest attention rel L2 error vs the definition %.3g (tolerance %.0e)\n",
+                hwy::TargetName(target), worst, tolerance);
   }
-  std::printf("[ info ] largest attention rel L2 error vs the definition %.3g (tolerance %.0e)\n", worst, tolerance);
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -173,24 +173,49 @@ TEST(EngineTest, ReferencePerplexity) {
   EXPECT_NEAR(nll / count, 1.3759, 5e-4);
 }
 
+// A chunk longer than the window gives what feeding its tokens one by one
+// gives, for every policy: the ring evicts inside the chunk, H2O ranks by
+// the scores each token's attention added. Logits near (batched matmuls
+// round differently), cache contents equal, H2O scores near.
 TEST(EngineTest, PrefillEqualsTokenByToken) {
   const auto model = Load("models/stories260K.bin");
   std::vector<int> prompt;
   for (int i = 0; i < 90; ++i) prompt.push_back(1 + (i * 37) % 500);
-  for (KvFormat f : {KvFormat::kF32, KvFormat::kInt4}) {
-    SessionOptions o;
-    o.kv.policy = EvictionPolicy::kSinks;
-    o.kv.key_format = f;
-    o.kv.value_format = f;
-    o.kv.capacity = 68;  // evicts inside the prompt
-    auto batched = Session::Create(*model, o);
-    o.max_batch = 1;
-    auto single = Session::Create(*model, o);
-    ASSERT_TRUE(batched.ok() && single.ok());
-    ASSERT_TRUE((*batched)->Feed(prompt.data(), prompt.size()).ok());
-    for (int t : prompt) ASSERT_TRUE((*single)->Feed(&t, 1).ok());
-    for (int v = 0; v < 512; ++v) {
-      ASSERT_NEAR((*batched)->Logits()[v], (*single)->Logits()[v], 1e-4) << KvFormatName(f) << " " << v;
+  for (EvictionPolicy p : {EvictionPolicy::kFull, EvictionPolicy::kWindow, EvictionPolicy::kSinks,
+                           EvictionPolicy::kH2O}) {
+    for (KvFormat f : {KvFormat::kF32, KvFormat::kInt4}) {
+      SessionOptions o;
+      o.kv.policy = p;
+      o.kv.key_format = f;
+      o.kv.value_format = f;
+      o.kv.capacity = p == EvictionPolicy::kFull ? 96 : 68;  // the others evict inside the prompt
+      o.max_batch = 64;
+      auto batched = Session::Create(*model, o);
+      o.max_batch = 1;
+      auto single = Session::Create(*model, o);
+      ASSERT_TRUE(batched.ok() && single.ok());
+      ASSERT_TRUE((*batched)->Feed(prompt.data(), prompt.size()).ok());
+      for (int t : prompt) ASSERT_TRUE((*single)->Feed(&t, 1).ok());
+      const std::string what = std::string(EvictionPolicyName(p)) + " " + KvFormatName(f);
+      if (p != EvictionPolicy::kFull) {
+        EXPECT_GT((*single)->cache().Stats().tokens_evicted, 0u) << what;
+      }
+      for (int v = 0; v < 512; ++v) {
+        ASSERT_NEAR((*batched)->Logits()[v], (*single)->Logits()[v], 1e-4) << what << " logit " << v;
+      }
+      const KvCachePlan& plan = (*single)->cache().plan();
+      for (int l = 0; l < plan.shape.n_layers; ++l) {
+        for (int h = 0; h < plan.shape.n_kv_heads; ++h) {
+          const auto a = (*batched)->cache().Contents(l, h);
+          const auto b = (*single)->cache().Contents(l, h);
+          ASSERT_EQ(a.tokens, b.tokens) << what << " layer " << l << " head " << h;
+          ASSERT_EQ(a.positions, b.positions) << what << " layer " << l << " head " << h;
+          ASSERT_EQ(a.scores.size(), b.scores.size()) << what;
+          for (size_t j = 0; j < a.scores.size(); ++j) {
+            ASSERT_NEAR(a.scores[j], b.scores[j], 1e-4) << what << " layer " << l << " head " << h << " slot " << j;
+          }
+        }
+      }
     }
   }
 }
