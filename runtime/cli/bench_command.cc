@@ -76,8 +76,8 @@ int RunBench(const BenchOptions& opt) {
   const double median = sorted[sorted.size() / 2];
   const KvCacheStats cs = s.cache().Stats();
   const KvCachePlan& plan = s.cache().plan();
-  const double prefill_tps = prefill_s > 0 ? static_cast<double>(fill.size()) / prefill_s : 0.0;
-  const double decode_tps = decode_s > 0 ? opt.n_decode / decode_s : 0.0;
+  const double prefill_tps = TokensPerSecond(static_cast<int64_t>(fill.size()), prefill_s);
+  const double decode_tps = TokensPerSecond(opt.n_decode, decode_s);
   if (opt.json) {
     nlohmann::json j;
     j["model"] = opt.model.model;

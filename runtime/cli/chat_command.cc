@@ -10,7 +10,6 @@
 #include <atomic>
 #include <cstdio>
 #include <memory>
-#include <random>
 #include <string>
 
 #include "platform/memory.h"
@@ -44,10 +43,7 @@ struct ChatOptions {
   std::string template_file;
   bool history = false;
   int n_predict = 512;
-  float temperature = 0.8f;
-  int top_k = 40;
-  float top_p = 0.95f;
-  int64_t seed = -1;
+  SamplingFlags sampling;
 };
 
 bool Emit(std::string_view s) {
@@ -115,11 +111,7 @@ int RunChat(const ChatOptions& opt) {
   }
   auto session_options = MakeSessionOptions(opt.kv, model.config);
   if (!session_options.ok()) return ReportError(kCmd, session_options.status());
-  SamplerOptions so;
-  so.temperature = opt.temperature;
-  so.top_k = opt.top_k;
-  so.top_p = opt.top_p;
-  so.seed = opt.seed >= 0 ? static_cast<uint64_t>(opt.seed) : std::random_device{}();
+  const SamplerOptions so = MakeSamplerOptions(opt.sampling);
   auto sampler = Sampler::Create(so, model.config.vocab_size);
   if (!sampler.ok()) return ReportError(kCmd, sampler.status());
   auto session = Session::Create(model, *session_options);
@@ -193,7 +185,7 @@ int RunChat(const ChatOptions& opt) {
       break;
     }
     ++turn;
-    last_rate = stats->decode_seconds > 0 ? static_cast<double>(stats->reply_tokens) / stats->decode_seconds : 0;
+    last_rate = TokensPerSecond(stats->reply_tokens, stats->decode_seconds);
     if (stats->reason == StopReason::kCancelled) std::fprintf(stderr, "kvedge chat: reply stopped\n");
     if (!tty || stats->refed) {
       std::fprintf(stderr, "kvedge chat: turn %d: fed %lld prompt tokens%s, generated %lld (%s), %.1f tokens/s\n",
@@ -226,10 +218,7 @@ CommandRunner RegisterChatCommand(CLI::App& app) {
   sub->add_flag("--history", opt->history,
                "Keep the typed lines across runs in $XDG_STATE_HOME/kvedge/chat_history (default: this run only)");
   AddKvFlags(sub, &opt->kv);
-  sub->add_option("--temp", opt->temperature, "Temperature; 0 = greedy (default 0.8)");
-  sub->add_option("--top-k", opt->top_k, "Top-k cut; 0 = off (default 40)");
-  sub->add_option("--top-p", opt->top_p, "Top-p (nucleus) cut; 1 = off (default 0.95)");
-  sub->add_option("-s,--seed", opt->seed, "Sampling seed (default: random, printed at the start)");
+  AddSamplingFlags(sub, &opt->sampling, "printed at the start");
   return [opt] { return RunChat(*opt); };
 }
 
