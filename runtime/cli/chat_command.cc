@@ -1,9 +1,9 @@
 // `kvedge chat`: a multi-turn chat through the model's chat template. In a
 // terminal: a prompt on stderr with line editing and history (libedit),
 // streamed replies, /reset /stats /save /quit, Ctrl-C stops a reply (twice,
-// or at the prompt, quits). From a pipe: one
-// user message per line, each reply then one empty line on stdout, nothing
-// else there (status goes to stderr).
+// or at the prompt, quits). From a pipe: one user message per line, each
+// reply then one empty line on stdout, nothing else there (status goes to
+// stderr).
 #include <signal.h>
 #include <unistd.h>
 
