@@ -175,7 +175,8 @@ install(FILES ${PROJECT_BINARY_DIR}/kvedge.pc DESTINATION ${CMAKE_INSTALL_LIBDIR
 
 # --- Debian packages (cpack -G DEB in the build directory) -------------------
 # The CLI uses the C++ internals, not the C API, so it links them statically
-# and the kvedge package does not depend on libkvedge0.
+# and the kvedge package does not depend on libkvedge0. Its Depends come from
+# dpkg-shlibdeps (SHLIBDEPS below): libedit2, which only the CLI links, among them.
 set(CPACK_PACKAGE_NAME kvedge)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "LLM inference on CPUs in bounded memory with a compressed KV cache")

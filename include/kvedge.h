@@ -396,6 +396,26 @@ KVEDGE_API kvedge_status kvedge_chat_reset(kvedge_chat* chat);
 KVEDGE_API kvedge_status kvedge_chat_message_count(const kvedge_chat* chat, size_t* count);
 KVEDGE_API kvedge_status kvedge_chat_message(const kvedge_chat* chat, size_t i, const char** role, const char** content);
 
+/* Saves the chat to `path` (its session, as kvedge_session_save) and to
+ * `path`.chat (the messages and the text the cache holds, bound to the
+ * session file by its token count and history hash), each file atomically.
+ * Errors: INVALID_ARGUMENT (NULL), IO (the message names the step and the
+ * OS reason; the old files are untouched). */
+KVEDGE_API kvedge_status kvedge_chat_save(const kvedge_chat* chat, const char* path);
+
+/* Restores a chat saved by kvedge_chat_save into `chat`, which must run the
+ * same model with the same KV configuration: the messages, the cache and the
+ * sampler's state, so the next reply is the one the saved chat would have
+ * given. The chat's template and system prompt stay its own (give it the
+ * same ones). The files are checked before anything changes: on error the
+ * chat is as before, except when `path`.chat belongs to another state of
+ * the session file (a save killed between its two renames), where the chat
+ * is reset and CORRUPT returned. Errors: INVALID_ARGUMENT (NULL; a file
+ * saved for another model or KV configuration), NOT_FOUND (no `path`),
+ * CORRUPT (either file damaged or missing `path`.chat), UNSUPPORTED (written
+ * by a newer kvedge), IO. */
+KVEDGE_API kvedge_status kvedge_chat_load(kvedge_chat* chat, const char* path);
+
 /* Memory and counters of the chat's session, as kvedge_session_stats_sized. */
 KVEDGE_API kvedge_status kvedge_chat_stats_sized(const kvedge_chat* chat, kvedge_stats* stats);
 

@@ -13,7 +13,15 @@
 // Sanitizer builds (ASan, TSan, MSan) cannot replace malloc: the sanitizer
 // runtime owns it to track every block. There only operator new is counted
 // (still process-wide); AllocationHookCountsMalloc() says so, and the release
-// stages run the same zero-allocation tests with the full hook.
+// stages run the same zero-allocation tests with the full hook. Sanitizer
+// builds do not link mimalloc at all (platform/CMakeLists.txt).
+//
+// Every replacement below must be exported from the executable: the tree is
+// compiled with -fvisibility=hidden, and a definition that <new> or <stdlib.h>
+// did not declare first (clang without -fsized-deallocation does not declare
+// the sized operator delete) would be hidden. A shared library (libhwy, built
+// with sized deallocation) would then bind its delete to another allocator's
+// copy and free a block this hook's new had allocated.
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
@@ -65,6 +73,7 @@ void* CountedNewAligned(std::size_t size, std::align_val_t align) {
 }  // namespace
 }  // namespace kvedge
 
+#pragma GCC visibility push(default)
 #if KVEDGE_HOOK_MALLOC
 extern "C" {
 void* malloc(size_t n) {
@@ -126,3 +135,4 @@ void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+#pragma GCC visibility pop

@@ -1,7 +1,9 @@
 // mimalloc-backed aligned buffers, budgets, size parsing and RSS readings.
 #include "platform/memory.h"
 
+#ifndef KVEDGE_NO_MIMALLOC
 #include <mimalloc.h>
+#endif
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -10,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -102,7 +105,13 @@ StatusOr<AlignedBuffer> AlignedBuffer::Allocate(size_t bytes, const char* what) 
   AlignedBuffer buf;
   if (bytes == 0) return buf;
   NoteAllocation();
+#ifdef KVEDGE_NO_MIMALLOC
+  // Sanitizer builds: the sanitizer's allocator, so it checks these blocks too.
+  void* p = std::aligned_alloc(kAlignment, RoundUp(bytes, kAlignment));
+  if (p != nullptr) std::memset(p, 0, RoundUp(bytes, kAlignment));
+#else
   void* p = mi_zalloc_aligned(RoundUp(bytes, kAlignment), kAlignment);
+#endif
   if (p == nullptr) {
     return ResourceExhausted(std::string("cannot allocate ") + FormatBytes(bytes) + " for " + what);
   }
@@ -170,7 +179,11 @@ void AlignedBuffer::Reset() {
     if (mapped_ != 0) {
       ::munmap(data_, mapped_);
     } else {
+#ifdef KVEDGE_NO_MIMALLOC
+      std::free(data_);
+#else
       mi_free(data_);
+#endif
     }
   }
   if (budget_ != nullptr) budget_->Release(size_);

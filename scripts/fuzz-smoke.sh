@@ -18,6 +18,8 @@ export KVEDGE_SHARED="${shared}"
 cd "${root}"
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz --target fuzz_gguf fuzz_llama2c fuzz_tokenizer fuzz_cli_parse fuzz_jinja fuzz_server_request kvedge
+# The fuzz build's own kvedge starts (it writes a seed below).
+ctest --test-dir build/fuzz -R '^fuzz_build\.' --output-on-failure
 
 work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT

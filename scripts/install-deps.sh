@@ -11,10 +11,11 @@ want_arm=1
 
 host_pkgs=(cmake g++ make pkg-config libhwy-dev libtbb-dev libmimalloc-dev libgtest-dev
            libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev clang gnuplot-nox ccache
-           libpcre2-dev libutf8proc-dev libxxhash-dev libcpp-httplib-dev python3 dpkg-dev file tmux chromium)
+           libpcre2-dev libutf8proc-dev libxxhash-dev libcpp-httplib-dev libedit-dev python3 dpkg-dev file tmux
+           chromium)
 arm_host_pkgs=(g++-aarch64-linux-gnu qemu-user)
 arm_pkgs=(libhwy-dev:arm64 libtbb-dev:arm64 libmimalloc-dev:arm64 libgtest-dev:arm64 libpcre2-dev:arm64
-          libcpp-httplib-dev:arm64)
+          libcpp-httplib-dev:arm64 libedit-dev:arm64)
 
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi

@@ -112,7 +112,9 @@ libmimalloc2.0
 libpcre2-8-0
 libstdc++6
 libtbb12"
-same_list "kvedge Depends" "$shared_depends" "$(deb_depends "$work/deb/kvedge_${version}_$arch.deb")"
+# The CLI alone links libedit (line editing in kvedge chat).
+same_list "kvedge Depends" "$shared_depends
+libedit2" "$(deb_depends "$work/deb/kvedge_${version}_$arch.deb")"
 same_list "libkvedge$abi Depends" "$shared_depends" "$(deb_depends "$work/deb/libkvedge${abi}_${version}_$arch.deb")"
 same_list "libkvedge-dev Depends" "libkvedge$abi (= $version)
 libhwy-dev

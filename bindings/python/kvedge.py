@@ -133,6 +133,21 @@ _SIGNATURES = {
     "kvedge_session_stats_sized": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(_Stats)]),
     "kvedge_session_generate": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int32, _PIECE_CALLBACK, ctypes.c_void_p,
                                                ctypes.POINTER(ctypes.c_int32)]),
+    "kvedge_session_save": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]),
+    "kvedge_session_load": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]),
+    "kvedge_chat_create": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(_SessionConfig), ctypes.c_char_p,
+                                          ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
+    "kvedge_chat_free": (None, [ctypes.c_void_p]),
+    "kvedge_chat_add_message": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]),
+    "kvedge_chat_generate_reply": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int32, _PIECE_CALLBACK, ctypes.c_void_p,
+                                                  ctypes.POINTER(ctypes.c_int32)]),
+    "kvedge_chat_reset": (ctypes.c_int, [ctypes.c_void_p]),
+    "kvedge_chat_message_count": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]),
+    "kvedge_chat_message": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
+                                           ctypes.POINTER(ctypes.c_char_p)]),
+    "kvedge_chat_stats_sized": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(_Stats)]),
+    "kvedge_chat_save": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]),
+    "kvedge_chat_load": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]),
 }
 
 
@@ -175,7 +190,59 @@ def _utf8(text):
     return data
 
 
-class Model:
+def _path(path):
+    return _utf8(os.fspath(path))
+
+
+def _session_config(who, config):
+    """A kvedge_session_config: kvedge's defaults, then the keyword settings."""
+    known = {name for name, _ in _SessionConfig._fields_} - {"size"}
+    unknown = sorted(set(config) - known)
+    if unknown:
+        raise TypeError(f"{who}: unknown setting(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    c = _SessionConfig(size=ctypes.sizeof(_SessionConfig))
+    _check(_lib.kvedge_session_config_init_sized(ctypes.byref(c)))
+    for name, value in config.items():
+        setattr(c, name, _utf8(value) if isinstance(value, str) else value)
+    return c
+
+
+def _stats(fill, handle):
+    """A Stats dataclass from kvedge_session_stats_sized or kvedge_chat_stats_sized."""
+    s = _Stats(size=ctypes.sizeof(_Stats))
+    _check(fill(handle, ctypes.byref(s)))
+    return Stats(**{name: getattr(s, name) for name, _ in _Stats._fields_ if name != "size"})
+
+
+class _Handle:
+    """Owns one kvedge handle, released by `_free` on close(), at the end of a
+    `with` block, or when the object is dropped."""
+
+    _free = None  # the kvedge_*_free function, set by each subclass
+    _handle = None
+
+    def _ptr(self):
+        if self._handle is None:
+            raise ValueError(f"kvedge.{type(self).__name__} is closed")
+        return self._handle
+
+    def close(self):
+        """Releases the handle (a Model stays alive while sessions and chats use it)."""
+        if self._handle is not None:
+            type(self)._free(self._handle)
+            self._handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
+class Model(_Handle):
     """A loaded model (GGUF or llama2.c checkpoint) and its tokenizer.
 
     `tokenizer` names a llama2.c tokenizer.bin; a GGUF carries its own. The
@@ -183,10 +250,11 @@ class Model:
     may be closed before its sessions.
     """
 
+    _free = _lib.kvedge_model_free
+
     def __init__(self, path, tokenizer=None):
         handle = ctypes.c_void_p()
-        _check(_lib.kvedge_model_load(_utf8(os.fspath(path)),
-                                      None if tokenizer is None else _utf8(os.fspath(tokenizer)),
+        _check(_lib.kvedge_model_load(_path(path), None if tokenizer is None else _path(tokenizer),
                                       ctypes.byref(handle)))
         self._handle = handle
         info = _ModelInfo(size=ctypes.sizeof(_ModelInfo))
@@ -194,11 +262,6 @@ class Model:
         self.info = ModelInfo(**{name: (getattr(info, name).decode() if name in ("name", "format")
                                         else getattr(info, name))
                                  for name, _ in _ModelInfo._fields_ if name != "size"})
-
-    def _ptr(self):
-        if self._handle is None:
-            raise ValueError("kvedge.Model is closed")
-        return self._handle
 
     def tokenize(self, text, add_bos=True):
         """The token ids of `text` (str or UTF-8 bytes), BOS first if add_bos."""
@@ -218,24 +281,9 @@ class Model:
         _check(_lib.kvedge_token_piece(self._ptr(), prev_token, token, ctypes.byref(piece), ctypes.byref(n)))
         return ctypes.string_at(piece, n.value)
 
-    def close(self):
-        """Releases this reference; sessions keep the model alive until they close."""
-        if self._handle is not None:
-            _lib.kvedge_model_free(self._handle)
-            self._handle = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_handle", None) is not None:
-            self.close()
 
 
-class Session:
+class Session(_Handle):
     """One token stream over a Model with its own bounded KV cache.
 
     Keyword arguments are the fields of kvedge_session_config (policy,
@@ -245,17 +293,10 @@ class Session:
     reserved here.
     """
 
-    _FIELDS = {name for name, _ in _SessionConfig._fields_} - {"size"}
+    _free = _lib.kvedge_session_free
 
     def __init__(self, model, **config):
-        unknown = sorted(set(config) - self._FIELDS)
-        if unknown:
-            raise TypeError(f"kvedge.Session: unknown setting(s) {', '.join(unknown)} "
-                            f"(known: {', '.join(sorted(self._FIELDS))})")
-        c = _SessionConfig(size=ctypes.sizeof(_SessionConfig))
-        _check(_lib.kvedge_session_config_init_sized(ctypes.byref(c)))
-        for name, value in config.items():
-            setattr(c, name, _utf8(value) if isinstance(value, str) else value)
+        c = _session_config("kvedge.Session", config)
         handle = ctypes.c_void_p()
         _check(_lib.kvedge_session_create(model._ptr(), ctypes.byref(c), ctypes.byref(handle)))
         self._handle = handle
@@ -266,11 +307,6 @@ class Session:
         pieces = []
         self._pieces = pieces
         self._callback = _PIECE_CALLBACK(lambda piece, n, user: pieces.append(ctypes.string_at(piece, n)) or 0)
-
-    def _ptr(self):
-        if self._handle is None:
-            raise ValueError("kvedge.Session is closed")
-        return self._handle
 
     def feed(self, text_or_tokens, add_bos=True):
         """Feeds text (str or UTF-8 bytes; BOS first if add_bos) or a list of token ids."""
@@ -319,22 +355,73 @@ class Session:
 
     def stats(self):
         """The cache's state now, as a Stats dataclass."""
-        s = _Stats(size=ctypes.sizeof(_Stats))
-        _check(_lib.kvedge_session_stats_sized(self._ptr(), ctypes.byref(s)))
-        return Stats(**{name: getattr(s, name) for name, _ in _Stats._fields_ if name != "size"})
+        return _stats(_lib.kvedge_session_stats_sized, self._ptr())
 
-    def close(self):
-        """Releases the session and its memory."""
-        if self._handle is not None:
-            _lib.kvedge_session_free(self._handle)
-            self._handle = None
+    def save(self, path):
+        """Saves the whole state to `path`, atomically (kvedge_session_save)."""
+        _check(_lib.kvedge_session_save(self._ptr(), _path(path)))
 
-    def __enter__(self):
-        return self
+    def load(self, path):
+        """Restores a state saved over the same model and KV configuration
+        (kvedge_session_load); on error the session is as it was."""
+        _check(_lib.kvedge_session_load(self._ptr(), _path(path)))
 
-    def __exit__(self, *exc):
-        self.close()
 
-    def __del__(self):
-        if getattr(self, "_handle", None) is not None:
-            self.close()
+class Chat(_Handle):
+    """A conversation on its own session (kvedge_chat): messages rendered
+    through the chat template (`template`, else the model's, else ChatML);
+    each reply feeds the cache only the text it has not seen.
+
+    Keyword arguments are Session's settings. One thread at a time.
+    """
+
+    _free = _lib.kvedge_chat_free
+
+    def __init__(self, model, system_prompt=None, template=None, **config):
+        c = _session_config("kvedge.Chat", config)
+        handle = ctypes.c_void_p()
+        _check(_lib.kvedge_chat_create(model._ptr(), ctypes.byref(c),
+                                       None if system_prompt is None else _utf8(system_prompt),
+                                       None if template is None else _utf8(template), ctypes.byref(handle)))
+        self._handle = handle
+        self.model = model
+
+    def add_message(self, role, content):
+        """Appends a message; nothing is fed until reply()."""
+        _check(_lib.kvedge_chat_add_message(self._ptr(), _utf8(role), _utf8(content)))
+
+    def reply(self, max_tokens=512):
+        """Generates the assistant's reply (at most max_tokens tokens), appends
+        it to the conversation and returns its text."""
+        pieces = []
+        callback = _PIECE_CALLBACK(lambda piece, n, user: pieces.append(ctypes.string_at(piece, n)) or 0)
+        _check(_lib.kvedge_chat_generate_reply(self._ptr(), max_tokens, callback, None, None))
+        return b"".join(pieces).decode("utf-8", "replace")
+
+    def reset(self):
+        """Forgets every message but the system prompt and empties the cache."""
+        _check(_lib.kvedge_chat_reset(self._ptr()))
+
+    def messages(self):
+        """The conversation as a list of (role, content) pairs."""
+        count = ctypes.c_size_t()
+        _check(_lib.kvedge_chat_message_count(self._ptr(), ctypes.byref(count)))
+        out = []
+        for i in range(count.value):
+            role, content = ctypes.c_char_p(), ctypes.c_char_p()
+            _check(_lib.kvedge_chat_message(self._ptr(), i, ctypes.byref(role), ctypes.byref(content)))
+            out.append((role.value.decode("utf-8", "replace"), content.value.decode("utf-8", "replace")))
+        return out
+
+    def stats(self):
+        """The chat's cache now, as a Stats dataclass."""
+        return _stats(_lib.kvedge_chat_stats_sized, self._ptr())
+
+    def save(self, path):
+        """Saves the chat to `path` and `path`.chat, each atomically (kvedge_chat_save)."""
+        _check(_lib.kvedge_chat_save(self._ptr(), _path(path)))
+
+    def load(self, path):
+        """Restores a chat saved over the same model and KV configuration
+        (kvedge_chat_load); a refused file leaves the chat as it was."""
+        _check(_lib.kvedge_chat_load(self._ptr(), _path(path)))

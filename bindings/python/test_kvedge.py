@@ -6,6 +6,7 @@ Run: KVEDGE_LIBRARY=build/release/libkvedge.so python3 -m unittest discover -s b
 
 import dataclasses
 import pathlib
+import tempfile
 import threading
 import unittest
 import weakref
@@ -197,6 +198,79 @@ class SessionTest(unittest.TestCase):
         for t in threads:
             t.join()
         self.assertEqual(out, [GREEDY_50] * 4)
+
+
+class ChatTest(unittest.TestCase):
+    SAMPLED = dict(capacity_tokens=96, temperature=0.8, seed=11)  # evicts; the RNG state must travel
+
+    def setUp(self):
+        self.model = kvedge.Model(MODEL)
+        self.dir = tempfile.TemporaryDirectory()
+        self.path = pathlib.Path(self.dir.name) / "chat.kvs"
+
+    def tearDown(self):
+        self.dir.cleanup()
+        self.model.close()
+
+    def test_turns_are_remembered_and_reset_keeps_the_system_prompt(self):
+        with kvedge.Chat(self.model, system_prompt="You tell stories.", **EXACT) as chat:
+            chat.add_message("user", PROMPT)
+            text = chat.reply(20)
+            self.assertTrue(text)
+            self.assertEqual(chat.messages(), [("system", "You tell stories."), ("user", PROMPT), ("assistant", text)])
+            self.assertGreater(chat.stats().tokens_held, 20)
+            chat.reset()
+            self.assertEqual(chat.messages(), [("system", "You tell stories.")])
+            self.assertEqual(chat.stats().tokens_held, 0)
+
+    def test_saved_and_loaded_chat_continues_as_if_never_stopped(self):
+        a = kvedge.Chat(self.model, system_prompt="You tell stories.", **self.SAMPLED)
+        b = kvedge.Chat(self.model, system_prompt="You tell stories.", **dict(self.SAMPLED, seed=99))
+        a.add_message("user", PROMPT)
+        a.reply(60)
+        a.save(self.path)
+        b.load(self.path)
+        self.assertEqual(a.messages(), b.messages())
+        self.assertGreater(b.stats().tokens_evicted, 0)
+        a.add_message("user", "Then?")
+        b.add_message("user", "Then?")
+        self.assertEqual(a.reply(40), b.reply(40))
+        self.assertEqual(a.stats(), b.stats())
+
+    def test_a_damaged_file_raises_corrupt_and_leaves_the_chat_unchanged(self):
+        chat = kvedge.Chat(self.model, **self.SAMPLED)
+        chat.add_message("user", PROMPT)
+        chat.reply(10)
+        chat.save(self.path)
+        chat.add_message("user", "More.")
+        chat.reply(10)
+        before = (chat.messages(), chat.stats())
+        data = bytearray(self.path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        self.path.write_bytes(bytes(data))
+        with self.assertRaises(kvedge.KvedgeError) as caught:
+            chat.load(self.path)
+        self.assertEqual(caught.exception.status, kvedge.CORRUPT)
+        self.assertIn("kvedge_chat_load", caught.exception.message)
+        self.assertEqual((chat.messages(), chat.stats()), before)
+        with self.assertRaises(kvedge.KvedgeError) as caught:
+            chat.load(pathlib.Path(self.dir.name) / "absent.kvs")
+        self.assertEqual(caught.exception.status, kvedge.NOT_FOUND)
+
+    def test_session_save_and_load(self):
+        with kvedge.Session(self.model, **self.SAMPLED) as a, \
+                kvedge.Session(self.model, **dict(self.SAMPLED, seed=99)) as b:
+            a.feed(PROMPT)
+            list(a.generate(30))
+            a.save(self.path)
+            b.load(self.path)
+            self.assertEqual(a.logits(), b.logits())
+            self.assertEqual("".join(a.generate(30)), "".join(b.generate(30)))
+
+    def test_unknown_setting_names_raise(self):
+        with self.assertRaises(TypeError) as caught:
+            kvedge.Chat(self.model, temprature=0)
+        self.assertIn("kvedge.Chat: unknown setting(s) temprature", str(caught.exception))
 
 
 if __name__ == "__main__":

@@ -680,6 +680,26 @@ kvedge_status kvedge_chat_reset(kvedge_chat* chat) {
   return KVEDGE_OK;
 }
 
+kvedge_status kvedge_chat_save(const kvedge_chat* chat, const char* path) {
+  const char* const fn = __func__;  // __func__ inside a lambda names the lambda
+  if (chat == nullptr) return NullArgument(fn, "chat");
+  if (path == nullptr) return NullArgument(fn, "path");
+  return Guarded(fn, [&] {
+    const kvedge::Status s = chat->conversation->Save(path);
+    return s.ok() ? KVEDGE_OK : Fail(s, fn);
+  });
+}
+
+kvedge_status kvedge_chat_load(kvedge_chat* chat, const char* path) {
+  const char* const fn = __func__;  // __func__ inside a lambda names the lambda
+  if (chat == nullptr) return NullArgument(fn, "chat");
+  if (path == nullptr) return NullArgument(fn, "path");
+  return Guarded(fn, [&] {
+    const kvedge::Status s = chat->conversation->Load(path);
+    return s.ok() ? KVEDGE_OK : Fail(s, fn);
+  });
+}
+
 kvedge_status kvedge_chat_message_count(const kvedge_chat* chat, size_t* count) {
   if (chat == nullptr) return NullArgument(__func__, "chat");
   if (count == nullptr) return NullArgument(__func__, "count");

@@ -1029,60 +1029,56 @@ std::string PyReplace(const std::string& s, const std::string& old, const std::s
   return out;
 }
 
-// Python str.title(): a cased character after an uncased one starts a word.
-std::string PyTitle(const std::string& s) {
+// Re-cases `s` a code point at a time: one that starts a word goes through
+// `first`, the others are lowered. starts_word(prev) is given the previous
+// code point, or -1 at the start.
+template <typename StartsWord>
+std::string RecaseWords(const std::string& s, void (*first)(uint32_t, std::string*), StartsWord starts_word) {
   std::string out;
   size_t pos = 0;
-  bool prev_cased = false;
+  int64_t prev = -1;
   while (pos < s.size()) {
     const uint32_t cp = NextCodePoint(s, &pos);
-    if (prev_cased) {
-      AppendLower(cp, &out);
+    if (starts_word(prev)) {
+      first(cp, &out);
     } else {
-      AppendTitle(cp, &out);
+      AppendLower(cp, &out);
     }
-    prev_cased = IsCased(cp);
+    prev = cp;
   }
   return out;
+}
+
+// Python str.title(): a cased character after an uncased one starts a word.
+std::string PyTitle(const std::string& s) {
+  return RecaseWords(s, AppendTitle, [](int64_t prev) { return prev < 0 || !IsCased(static_cast<uint32_t>(prev)); });
 }
 
 std::string PyCapitalize(const std::string& s) {
-  std::string out;
-  size_t pos = 0;
-  bool first = true;
-  while (pos < s.size()) {
-    const uint32_t cp = NextCodePoint(s, &pos);
-    if (first) {
-      AppendTitle(cp, &out);
-    } else {
-      AppendLower(cp, &out);
-    }
-    first = false;
-  }
-  return out;
+  return RecaseWords(s, AppendTitle, [](int64_t prev) { return prev < 0; });
 }
 
-// jinja2's title filter: words begin after -, whitespace, (, {, [ or <.
+// jinja2's title filter: words begin after -, whitespace, (, {, [ or < (the
+// separators themselves have no case), with the first letter upper-cased.
 std::string JinjaTitle(const std::string& s) {
-  std::string out;
+  return RecaseWords(s, AppendUpper, [](int64_t prev) {
+    return prev < 0 || prev == '-' || prev == '(' || prev == '{' || prev == '[' || prev == '<' ||
+           IsPyWhitespace(static_cast<uint32_t>(prev));
+  });
+}
+
+// Python str.islower() (lower) / str.isupper(): some cased character, and
+// none of the other case.
+bool PyIsCase(const std::string& s, bool lower) {
+  bool any_cased = false;
   size_t pos = 0;
-  bool word_start = true;
   while (pos < s.size()) {
-    const uint32_t cp = NextCodePoint(s, &pos);
-    const bool sep = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || IsPyWhitespace(cp);
-    if (sep) {
-      AppendCodePoint(cp, &out);
-      word_start = true;
-    } else {
-      if (word_start) {
-        AppendUpper(cp, &out);
-      } else {
-        AppendLower(cp, &out);
-      }
-      word_start = false;
-    }
+    const uint32_t c = NextCodePoint(s, &pos);
+    if (!IsCased(c)) continue;
+    any_cased = true;
+    if (lower ? ToLower(c) != c : ToUpper(c) != c) return false;
   }
-  return out;
+  return any_cased;
 }
 
 std::string PyPad(const std::string& s, int64_t width, const std::string& fill, char mode) {
@@ -1276,17 +1272,7 @@ Value Interpreter::CallMethod(const Value& self, const std::string& name, CallAr
     if (name == "isalpha") return Value::Bool(AllOf(s, IsAlpha));
     if (name == "isalnum") return Value::Bool(AllOf(s, [](uint32_t c) { return IsAlpha(c) || IsDigit(c); }));
     if (name == "isspace") return Value::Bool(AllOf(s, IsPyWhitespace));
-    if (name == "islower" || name == "isupper") {
-      bool any_cased = false;
-      size_t pos = 0;
-      while (pos < s.size()) {
-        const uint32_t c = NextCodePoint(s, &pos);
-        if (!IsCased(c)) continue;
-        any_cased = true;
-        if (name == "islower" ? ToLower(c) != c : ToUpper(c) != c) return Value::Bool(false);
-      }
-      return Value::Bool(any_cased);
-    }
+    if (name == "islower" || name == "isupper") return Value::Bool(PyIsCase(s, name == "islower"));
     if (name == "center" || name == "ljust" || name == "rjust") {
       const Value fill = a.Get(1, "fillchar");
       const std::string f = fill.is_undefined() ? " " : StrArg(fill, name.c_str());
@@ -1932,19 +1918,7 @@ bool Interpreter::ApplyTest(const std::string& name, const Value& v, CallArgs& a
         return false;
     }
   }
-  if (name == "lower" || name == "upper") {
-    // Python str.islower()/isupper(): some cased letter, none of the other case.
-    const std::string s = v.Str();
-    bool any_cased = false;
-    size_t pos = 0;
-    while (pos < s.size()) {
-      const uint32_t c = NextCodePoint(s, &pos);
-      if (!IsCased(c)) continue;
-      any_cased = true;
-      if (name == "lower" ? ToLower(c) != c : ToUpper(c) != c) return false;
-    }
-    return any_cased;
-  }
+  if (name == "lower" || name == "upper") return PyIsCase(v.Str(), name == "lower");
   if (name == "odd" || name == "even" || name == "divisibleby") {
     if (v.is_undefined()) Fail(UndefinedMessage(v) + at);
     if (!v.is_number()) Fail(std::string("unsupported operand type(s) for %: '") + v.TypeName() + "' and 'int'" + at);

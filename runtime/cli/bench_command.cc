@@ -157,9 +157,8 @@ int RunBench(const BenchOptions& opt) {
   const Session& s = *sessions[0];
   const KvCacheStats cs = s.cache().Stats();
   const KvCachePlan& plan = s.cache().plan();
-  const double prefill_tokens = static_cast<double>(fill.size() * n_streams);
-  const double prefill_tps = prefill_s > 0 ? prefill_tokens / prefill_s : 0.0;
-  const double decode_tps = decode_s > 0 ? static_cast<double>(opt.n_decode) * opt.streams / decode_s : 0.0;
+  const double prefill_tps = TokensPerSecond(static_cast<int64_t>(fill.size() * n_streams), prefill_s);
+  const double decode_tps = TokensPerSecond(static_cast<int64_t>(opt.n_decode) * opt.streams, decode_s);
   if (opt.json) {
     nlohmann::json j;
     j["model"] = opt.model.model;

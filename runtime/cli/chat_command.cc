@@ -1,16 +1,15 @@
 // `kvedge chat`: a multi-turn chat through the model's chat template. In a
-// terminal: a prompt on stderr, streamed replies, /reset /stats /save /quit,
-// Ctrl-C stops a reply (twice, or at the prompt, quits). From a pipe: one
-// user message per line, each reply then one empty line on stdout, nothing
-// else there (status goes to stderr).
+// terminal: a prompt on stderr with line editing and history (libedit),
+// streamed replies, /reset /stats /save /quit, Ctrl-C stops a reply (twice,
+// or at the prompt, quits). From a pipe: one user message per line, each
+// reply then one empty line on stdout, nothing else there (status goes to
+// stderr).
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <memory>
-#include <random>
 #include <string>
 
 #include "platform/memory.h"
@@ -19,6 +18,7 @@
 #include "runtime/chat/gguf_chat_template.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/common.h"
+#include "runtime/cli/line_reader.h"
 
 namespace kvedge::cli {
 namespace {
@@ -41,35 +41,15 @@ struct ChatOptions {
   std::string system_file;
   std::string session_file;
   std::string template_file;
+  bool history = false;
   int n_predict = 512;
-  float temperature = 0.8f;
-  int top_k = 40;
-  float top_p = 0.95f;
-  int64_t seed = -1;
+  SamplingFlags sampling;
 };
 
 bool Emit(std::string_view s) {
   if (s.empty()) return true;
   if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size()) return false;
   return std::fflush(stdout) == 0;
-}
-
-// One line from stdin without its newline; false at EOF or when Ctrl-C
-// interrupted the read (SIGINT is installed without SA_RESTART).
-bool ReadLine(std::string* line) {
-  line->clear();
-  for (;;) {
-    const int c = std::fgetc(stdin);
-    if (c == EOF) {
-      if (std::ferror(stdin) && errno == EINTR && !g_quit.load()) {
-        std::clearerr(stdin);
-        continue;
-      }
-      return !line->empty() && !g_quit.load();
-    }
-    if (c == '\n') return true;
-    line->push_back(static_cast<char>(c));
-  }
 }
 
 void PrintStats(const chat::Conversation& c, double tokens_per_s) {
@@ -85,6 +65,13 @@ void PrintStats(const chat::Conversation& c, double tokens_per_s) {
 int RunChat(const ChatOptions& opt) {
   if (!opt.system.empty() && !opt.system_file.empty()) {
     return ReportError(kCmd, InvalidArgument("give either --system TEXT or --system-file FILE, not both"));
+  }
+  std::string history_file;
+  if (opt.history) {
+    history_file = DefaultChatHistoryPath();
+    if (history_file.empty()) {
+      return ReportError(kCmd, InvalidArgument("--history: neither XDG_STATE_HOME nor HOME is set"));
+    }
   }
   if (opt.n_predict < -1) {
     return ReportError(kCmd, InvalidArgument("-n " + std::to_string(opt.n_predict) +
@@ -113,11 +100,7 @@ int RunChat(const ChatOptions& opt) {
   }
   auto session_options = MakeSessionOptions(opt.kv, model.config);
   if (!session_options.ok()) return ReportError(kCmd, session_options.status());
-  SamplerOptions so;
-  so.temperature = opt.temperature;
-  so.top_k = opt.top_k;
-  so.top_p = opt.top_p;
-  so.seed = opt.seed >= 0 ? static_cast<uint64_t>(opt.seed) : std::random_device{}();
+  const SamplerOptions so = MakeSamplerOptions(opt.sampling);
   auto sampler = Sampler::Create(so, model.config.vocab_size);
   if (!sampler.ok()) return ReportError(kCmd, sampler.status());
   auto session = Session::Create(model, *session_options);
@@ -155,9 +138,9 @@ int RunChat(const ChatOptions& opt) {
   int turn = 0;
   Status failure;
   std::string line;
+  const std::unique_ptr<LineReader> reader = LineReader::Create("> ", &g_quit, history_file);
   while (!g_quit.load()) {
-    if (tty) std::fputs("> ", stderr);
-    if (!ReadLine(&line)) break;
+    if (!reader->Read(&line)) break;
     if (line.empty()) continue;
     if (line == "/quit" || line == "/exit") break;
     if (line == "/reset") {
@@ -191,7 +174,7 @@ int RunChat(const ChatOptions& opt) {
       break;
     }
     ++turn;
-    last_rate = stats->decode_seconds > 0 ? static_cast<double>(stats->reply_tokens) / stats->decode_seconds : 0;
+    last_rate = TokensPerSecond(stats->reply_tokens, stats->decode_seconds);
     if (stats->reason == StopReason::kCancelled) std::fprintf(stderr, "kvedge chat: reply stopped\n");
     if (!tty || stats->refed) {
       std::fprintf(stderr, "kvedge chat: turn %d: fed %lld prompt tokens%s, generated %lld (%s), %.1f tokens/s\n",
@@ -221,11 +204,10 @@ CommandRunner RegisterChatCommand(CLI::App& app) {
   sub->add_option("--session", opt->session_file,
                   "Continue the chat saved in FILE (and FILE.chat) if it exists; save there on exit and /save");
   sub->add_option("-n,--n-predict", opt->n_predict, "Most tokens per reply; -1 = no limit (default 512)");
+  sub->add_flag("--history", opt->history,
+               "Keep the typed lines across runs in $XDG_STATE_HOME/kvedge/chat_history (default: this run only)");
   AddKvFlags(sub, &opt->kv);
-  sub->add_option("--temp", opt->temperature, "Temperature; 0 = greedy (default 0.8)");
-  sub->add_option("--top-k", opt->top_k, "Top-k cut; 0 = off (default 40)");
-  sub->add_option("--top-p", opt->top_p, "Top-p (nucleus) cut; 1 = off (default 0.95)");
-  sub->add_option("-s,--seed", opt->seed, "Sampling seed (default: random, printed at the start)");
+  AddSamplingFlags(sub, &opt->sampling, "printed at the start");
   return [opt] { return RunChat(*opt); };
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "platform/memory.h"
@@ -25,6 +26,22 @@ void AddModelFlags(CLI::App* app, ModelFlags* f, bool required) {
   app->add_flag("--no-repack", f->no_repack,
                 "Use Q8_0/Q4_0 weights in place from the file instead of copying them into the interleaved "
                 "layout the AVX-512 VNNI kernels read faster (shares the page cache, slower on those CPUs)");
+}
+
+void AddSamplingFlags(CLI::App* app, SamplingFlags* f, const char* seed_note) {
+  app->add_option("--temp", f->temperature, "Temperature; 0 = greedy (default 0.8)");
+  app->add_option("--top-k", f->top_k, "Top-k cut; 0 = off (default 40)");
+  app->add_option("--top-p", f->top_p, "Top-p (nucleus) cut; 1 = off (default 0.95)");
+  app->add_option("-s,--seed", f->seed, std::string("Sampling seed (default: random, ") + seed_note + ")");
+}
+
+SamplerOptions MakeSamplerOptions(const SamplingFlags& f) {
+  SamplerOptions so;
+  so.temperature = f.temperature;
+  so.top_k = f.top_k;
+  so.top_p = f.top_p;
+  so.seed = f.seed >= 0 ? static_cast<uint64_t>(f.seed) : std::random_device{}();
+  return so;
 }
 
 void AddKvFlags(CLI::App* app, KvFlags* f) {

@@ -11,6 +11,7 @@
 #include "kvcache/kv_cache_plan.h"
 #include "platform/status.h"
 #include "runtime/chat/conversation.h"
+#include "runtime/engine/sampler.h"
 #include "runtime/engine/session.h"
 #include "runtime/model/model.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -53,6 +54,25 @@ void AddKvFlags(CLI::App* app, KvFlags* f);
 // Session options from the flags; what they leave unset is DefaultConfig's
 // (runtime/engine/defaults.h).
 StatusOr<SessionOptions> MakeSessionOptions(const KvFlags& f, const ModelConfig& config);
+
+// --temp / --top-k / --top-p / -s,--seed (generate, chat).
+struct SamplingFlags {
+  float temperature = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  int64_t seed = -1;  // < 0: a random seed
+};
+// `seed_note` says where a random seed is printed ("printed in the summary").
+void AddSamplingFlags(CLI::App* app, SamplingFlags* f, const char* seed_note);
+
+// Sampler options from the flags, with a fresh random seed when none was
+// given (print options.seed so the run can be repeated).
+SamplerOptions MakeSamplerOptions(const SamplingFlags& f);
+
+// count / seconds for the summaries; 0 when no time was measured.
+inline double TokensPerSecond(int64_t count, double seconds) {
+  return seconds > 0 ? static_cast<double>(count) / seconds : 0.0;
+}
 
 struct LoadedModel {
   std::unique_ptr<ModelWeights> weights;

@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <memory>
-#include <random>
 
 #include "platform/memory.h"
 #include "runtime/cli/commands.h"
@@ -27,10 +26,7 @@ struct GenerateOptions {
   std::string prompt;
   std::string prompt_file;
   int n_predict = 256;
-  float temperature = 0.8f;
-  int top_k = 40;
-  float top_p = 0.95f;
-  int64_t seed = -1;
+  SamplingFlags sampling;
   bool no_echo = false;
   std::string session_file;
 };
@@ -62,11 +58,7 @@ int RunGenerate(const GenerateOptions& opt) {
   const Tokenizer& tok = *loaded->tokenizer;
   auto session_options = MakeSessionOptions(opt.kv, model.config);
   if (!session_options.ok()) return ReportError("generate", session_options.status());
-  SamplerOptions so;
-  so.temperature = opt.temperature;
-  so.top_k = opt.top_k;
-  so.top_p = opt.top_p;
-  so.seed = opt.seed >= 0 ? static_cast<uint64_t>(opt.seed) : std::random_device{}();
+  const SamplerOptions so = MakeSamplerOptions(opt.sampling);
   auto sampler = Sampler::Create(so, model.config.vocab_size);
   if (!sampler.ok()) return ReportError("generate", sampler.status());
   auto generator = Generator::Create(tok, GeneratorOptions{});
@@ -119,9 +111,9 @@ int RunGenerate(const GenerateOptions& opt) {
   if (g_interrupted.load()) std::fprintf(stderr, "kvedge generate: interrupted\n");
   std::fprintf(stderr, "kvedge generate: %s\n", s.cache().plan().Describe().c_str());
   std::fprintf(stderr, "  prompt    %6zu tokens  %9.1f tokens/s\n", ids->size(),
-               prefill_s > 0 ? static_cast<double>(ids->size()) / prefill_s : 0.0);
+               TokensPerSecond(static_cast<int64_t>(ids->size()), prefill_s));
   std::fprintf(stderr, "  generated %6lld tokens  %9.1f tokens/s\n", static_cast<long long>(generated),
-               decode_s > 0 ? static_cast<double>(generated) / decode_s : 0.0);
+               TokensPerSecond(generated, decode_s));
   std::fprintf(stderr, "  kv held %s of %s reserved; an f16 full cache would need %s (%.1fx)\n",
                FormatBytes(st.held_bytes).c_str(), FormatBytes(st.arena_bytes).c_str(),
                FormatBytes(st.f16_full_bytes).c_str(),
@@ -151,10 +143,7 @@ CommandRunner RegisterGenerateCommand(CLI::App& app) {
   sub->add_option("-f,--file", opt->prompt_file, "Read the prompt from a file");
   sub->add_option("-n,--n-predict", opt->n_predict, "Tokens to generate; -1 = until EOS or Ctrl-C (default 256)");
   AddKvFlags(sub, &opt->kv);
-  sub->add_option("--temp", opt->temperature, "Temperature; 0 = greedy (default 0.8)");
-  sub->add_option("--top-k", opt->top_k, "Top-k cut; 0 = off (default 40)");
-  sub->add_option("--top-p", opt->top_p, "Top-p (nucleus) cut; 1 = off (default 0.95)");
-  sub->add_option("-s,--seed", opt->seed, "Sampling seed (default: random, printed in the summary)");
+  AddSamplingFlags(sub, &opt->sampling, "printed in the summary");
   sub->add_flag("--no-echo", opt->no_echo, "Do not print the prompt before the continuation");
   sub->add_option("--session", opt->session_file,
                   "Continue the stream saved in FILE if it exists (same model and KV flags), save it there after");

@@ -354,7 +354,7 @@ int RunPerplexity(const PerplexityOptions& opt) {
   const double mean_nll = nll.Mean();
   const double compression = static_cast<double>(cs.f16_full_bytes) / static_cast<double>(std::max<uint64_t>(cs.held_bytes, 1));
   const KvCachePlan& plan = (*session)->cache().plan();
-  const double tokens_per_s = decode_seconds > 0 ? static_cast<double>(n_feed) / decode_seconds : 0.0;
+  const double tokens_per_s = TokensPerSecond(static_cast<int64_t>(n_feed), decode_seconds);
   if (opt.json) {
     nlohmann::json j;
     j["model"] = opt.model.model;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <queue>
 #include <utility>
 
@@ -97,10 +98,56 @@ bool OneOf(std::string_view s, const std::string_view (&list)[N]) {
   return std::find(std::begin(list), std::end(list), s) != std::end(list);
 }
 
-struct SpmSymbol {
+// One symbol of a text being merged: a run of its bytes, linked to its
+// neighbours (indices into the symbol vector, -1 at either end).
+struct Symbol {
   int prev, next;
-  size_t begin, len;  // bytes of the escaped text; len 0 once merged away
+  size_t begin, len;  // bytes of the text; len 0 once merged away
 };
+
+// One symbol per UTF-8 character of `text` (a byte that starts no valid
+// sequence is a symbol of its own), linked in order.
+std::vector<Symbol> CharacterSymbols(std::string_view text) {
+  std::vector<Symbol> sym;
+  sym.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    uint32_t cp;
+    const size_t len = std::max(DecodeUtf8(text, pos, &cp), 1);
+    const int i = static_cast<int>(sym.size());
+    sym.push_back({i - 1, -1, pos, len});
+    if (i > 0) sym[i - 1].next = i;
+    pos += len;
+  }
+  return sym;
+}
+
+// Merges adjacent symbols, best pair first, until no adjacent pair is
+// mergeable. `pair(l, r)` gives the Bigram of adjacent symbols l and r, or
+// nothing when they do not merge; `Order` ranks Bigrams (priority_queue's
+// comparator: the best comes out first). Entries left over from earlier
+// merges are skipped.
+template <typename Bigram, typename Order, typename Pair>
+void MergeBestFirst(std::vector<Symbol>& sym, Pair pair) {
+  std::priority_queue<Bigram, std::vector<Bigram>, Order> queue;
+  const auto consider = [&](int l, int r) {
+    if (l < 0 || r < 0) return;
+    if (const std::optional<Bigram> b = pair(l, r)) queue.push(*b);
+  };
+  for (int i = 1; i < static_cast<int>(sym.size()); ++i) consider(i - 1, i);
+  while (!queue.empty()) {
+    const Bigram b = queue.top();
+    queue.pop();
+    Symbol& l = sym[b.left];
+    Symbol& r = sym[b.right];
+    if (l.len == 0 || r.len == 0 || l.len + r.len != b.size || l.next != b.right) continue;  // stale
+    l.len += r.len;
+    r.len = 0;
+    l.next = r.next;
+    if (r.next >= 0) sym[r.next].prev = b.left;
+    consider(l.prev, b.left);
+    consider(b.left, l.next);
+  }
+}
 
 struct SpmBigram {
   float score;
@@ -372,37 +419,13 @@ void VocabTokenizer::EncodeSpm(std::string_view text, std::vector<int>* out) con
   // One symbol per UTF-8 character (a byte that starts no valid sequence is
   // a symbol of its own); adjacent symbols merge while their concatenation
   // is a token, best score first.
-  std::vector<SpmSymbol> sym;
-  sym.reserve(text.size());
-  for (size_t pos = 0; pos < text.size();) {
-    uint32_t cp;
-    const size_t len = std::max(DecodeUtf8(text, pos, &cp), 1);
-    const int i = static_cast<int>(sym.size());
-    sym.push_back({i - 1, -1, pos, len});
-    if (i > 0) sym[i - 1].next = i;
-    pos += len;
-  }
-  std::priority_queue<SpmBigram, std::vector<SpmBigram>, SpmOrder> queue;
-  const auto consider = [&](int l, int r) {
-    if (l < 0 || r < 0) return;
+  std::vector<Symbol> sym = CharacterSymbols(text);
+  MergeBestFirst<SpmBigram, SpmOrder>(sym, [&](int l, int r) -> std::optional<SpmBigram> {
     const std::string_view joined = text.substr(sym[l].begin, sym[l].len + sym[r].len);
     const int id = Find(joined);
-    if (id >= 0) queue.push({scores_[id], l, r, joined.size()});
-  };
-  for (int i = 1; i < static_cast<int>(sym.size()); ++i) consider(i - 1, i);
-  while (!queue.empty()) {
-    const SpmBigram b = queue.top();
-    queue.pop();
-    SpmSymbol& l = sym[b.left];
-    SpmSymbol& r = sym[b.right];
-    if (l.len == 0 || r.len == 0 || l.len + r.len != b.size) continue;  // stale
-    l.len += r.len;
-    r.len = 0;
-    l.next = r.next;
-    if (r.next >= 0) sym[r.next].prev = b.left;
-    consider(l.prev, b.left);
-    consider(b.left, l.next);
-  }
+    if (id < 0) return std::nullopt;
+    return SpmBigram{scores_[id], l, r, joined.size()};
+  });
   for (int i = sym.empty() ? -1 : 0; i >= 0; i = sym[i].next) {
     const std::string_view s = text.substr(sym[i].begin, sym[i].len);
     if (const int id = Find(s); id >= 0) {
@@ -444,39 +467,16 @@ void VocabTokenizer::EncodeBpeWord(const std::string& word, std::vector<int>* ou
       return;
     }
   }
-  std::vector<SpmSymbol> sym;  // same linked-list layout; `word` is valid UTF-8
-  for (size_t pos = 0; pos < word.size();) {
-    uint32_t cp;
-    const size_t len = std::max(DecodeUtf8(word, pos, &cp), 1);
-    const int i = static_cast<int>(sym.size());
-    sym.push_back({i - 1, -1, pos, len});
-    if (i > 0) sym[i - 1].next = i;
-    pos += len;
-  }
-  std::priority_queue<BpeBigram, std::vector<BpeBigram>, BpeOrder> queue;
+  std::vector<Symbol> sym = CharacterSymbols(word);  // `word` is valid UTF-8
   std::string key;
-  const auto consider = [&](int l, int r) {
-    if (l < 0 || r < 0) return;
+  MergeBestFirst<BpeBigram, BpeOrder>(sym, [&](int l, int r) -> std::optional<BpeBigram> {
     key.assign(word, sym[l].begin, sym[l].len);
     key.push_back(' ');
     key.append(word, sym[r].begin, sym[r].len);
     const auto it = ranks_.find(key);
-    if (it != ranks_.end()) queue.push({it->second, l, r, sym[l].len + sym[r].len});
-  };
-  for (int i = 1; i < static_cast<int>(sym.size()); ++i) consider(i - 1, i);
-  while (!queue.empty()) {
-    const BpeBigram b = queue.top();
-    queue.pop();
-    SpmSymbol& l = sym[b.left];
-    SpmSymbol& r = sym[b.right];
-    if (l.len == 0 || r.len == 0 || l.len + r.len != b.size || l.next != b.right) continue;  // stale
-    l.len += r.len;
-    r.len = 0;
-    l.next = r.next;
-    if (r.next >= 0) sym[r.next].prev = b.left;
-    consider(l.prev, b.left);
-    consider(b.left, l.next);
-  }
+    if (it == ranks_.end()) return std::nullopt;
+    return BpeBigram{it->second, l, r, sym[l].len + sym[r].len};
+  });
   for (int i = sym.empty() ? -1 : 0; i >= 0; i = sym[i].next) {
     const std::string_view s = std::string_view(word).substr(sym[i].begin, sym[i].len);
     if (const int id = Find(s); id >= 0) {

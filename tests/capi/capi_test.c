@@ -518,6 +518,148 @@ static void TestChat(const kvedge_model* model) {
   kvedge_chat_free(NULL);
 }
 
+/* Copies the first `keep` bytes of src (-1: all) to dst, inverting the byte
+ * at `flip` (-1: none). Returns 0 on success. */
+static int CopyDamaged(const char* src, const char* dst, long flip, long keep) {
+  FILE* in = fopen(src, "rb");
+  if (in == NULL) return -1;
+  FILE* out = fopen(dst, "wb");
+  if (out == NULL) {
+    fclose(in);
+    return -1;
+  }
+  long i = 0;
+  int c;
+  while ((keep < 0 || i < keep) && (c = fgetc(in)) != EOF) {
+    fputc(i == flip ? (c ^ 0xff) : c, out);
+    ++i;
+  }
+  fclose(in);
+  return fclose(out) == 0 ? 0 : -1;
+}
+
+static long FileSize(const char* path) {
+  FILE* f = fopen(path, "rb");
+  if (f == NULL) return -1;
+  fseek(f, 0, SEEK_END);
+  const long n = ftell(f);
+  fclose(f);
+  return n;
+}
+
+/* What a chat holds, to compare before and after a refused load. */
+typedef struct ChatState {
+  size_t messages;
+  uint64_t tokens_seen, tokens_held;
+  char last[4096];
+} ChatState;
+
+static ChatState GetChatState(const kvedge_chat* chat) {
+  ChatState st;
+  memset(&st, 0, sizeof(st));
+  kvedge_stats stats;
+  CHECK(kvedge_chat_message_count(chat, &st.messages) == KVEDGE_OK && st.messages > 0);
+  CHECK(kvedge_chat_stats(chat, &stats) == KVEDGE_OK);
+  st.tokens_seen = stats.tokens_seen;
+  st.tokens_held = stats.tokens_held;
+  const char* role = NULL;
+  const char* content = NULL;
+  if (st.messages > 0 && kvedge_chat_message(chat, st.messages - 1, &role, &content) == KVEDGE_OK) {
+    snprintf(st.last, sizeof(st.last), "%s: %s", role, content);
+  }
+  return st;
+}
+
+static int SameChatState(ChatState a, ChatState b) {
+  return a.messages == b.messages && a.tokens_seen == b.tokens_seen && a.tokens_held == b.tokens_held &&
+         strcmp(a.last, b.last) == 0;
+}
+
+/* Chat files: save, a new chat loads, and its next turn is the one the saved
+ * chat gives uninterrupted; damaged files are refused with the chat unchanged. */
+static void TestChatFiles(const kvedge_model* model) {
+  char path[512], bad[600], bad_chat[620], src_chat[620];
+  const char* tmp = getenv("TMPDIR");
+  if (tmp == NULL || tmp[0] == '\0') tmp = "/tmp";
+  snprintf(path, sizeof(path), "%s/kvedge_capi_chat_%ld_%d.kvs", tmp, (long)time(NULL), rand());
+  snprintf(src_chat, sizeof(src_chat), "%s.chat", path);
+  snprintf(bad, sizeof(bad), "%s.bad", path);
+  snprintf(bad_chat, sizeof(bad_chat), "%s.chat", bad);
+
+  kvedge_session_config config;
+  kvedge_session_config_init(&config);
+  config.capacity_tokens = 96; /* 2 sinks + a window: the turns below evict */
+  config.seed = 11;            /* sampled (temperature 0.8): the RNG state must travel */
+  kvedge_chat* a = NULL;
+  kvedge_chat* b = NULL;
+  CHECK(kvedge_chat_create(model, &config, "You tell stories.", NULL, &a) == KVEDGE_OK);
+  config.seed = 99; /* the file's sampler state must win */
+  CHECK(kvedge_chat_create(model, &config, "You tell stories.", NULL, &b) == KVEDGE_OK);
+  if (a == NULL || b == NULL) {
+    kvedge_chat_free(a);
+    kvedge_chat_free(b);
+    return;
+  }
+  CHECK(kvedge_chat_add_message(a, "user", "Once upon a time") == KVEDGE_OK);
+  CHECK(kvedge_chat_generate_reply(a, 60, NULL, NULL, NULL) == KVEDGE_OK);
+  CHECK(kvedge_chat_save(a, path) == KVEDGE_OK);
+  CHECK(kvedge_chat_load(b, path) == KVEDGE_OK);
+  const ChatState saved = GetChatState(a);
+  CHECK(SameChatState(saved, GetChatState(b)));
+  kvedge_stats stats;
+  CHECK(kvedge_chat_stats(b, &stats) == KVEDGE_OK && stats.tokens_evicted > 0);
+  /* The next turn: the same reply from the restored chat as from the one never stopped. */
+  Collector ra, rb;
+  memset(&ra, 0, sizeof(ra));
+  memset(&rb, 0, sizeof(rb));
+  CHECK(kvedge_chat_add_message(a, "user", "Then?") == KVEDGE_OK);
+  CHECK(kvedge_chat_add_message(b, "user", "Then?") == KVEDGE_OK);
+  CHECK(kvedge_chat_generate_reply(a, 40, Collect, &ra, NULL) == KVEDGE_OK);
+  CHECK(kvedge_chat_generate_reply(b, 40, Collect, &rb, NULL) == KVEDGE_OK);
+  CHECK(ra.len > 0 && strcmp(ra.text, rb.text) == 0);
+  CHECK(SameChatState(GetChatState(a), GetChatState(b)));
+
+  /* Refusals leave the chat as it was. */
+  const ChatState before = GetChatState(b);
+  CHECK(kvedge_chat_save(NULL, path) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("'chat'"));
+  CHECK(kvedge_chat_save(a, NULL) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("'path'"));
+  CHECK(kvedge_chat_load(NULL, path) == KVEDGE_INVALID_ARGUMENT);
+  CHECK(kvedge_chat_load(b, NULL) == KVEDGE_INVALID_ARGUMENT);
+  CHECK(kvedge_chat_save(a, "/nonexistent/dir/chat.kvs") == KVEDGE_IO && ErrorMentions("kvedge_chat_save: "));
+  CHECK(kvedge_chat_load(b, "/nonexistent/chat.kvs") == KVEDGE_NOT_FOUND);
+  CHECK(ErrorMentions("kvedge_chat_load: no session file"));
+  /* A bit flipped in the middle of the session file: its checksum. */
+  CHECK(CopyDamaged(path, bad, FileSize(path) / 2, -1) == 0 && CopyDamaged(src_chat, bad_chat, -1, -1) == 0);
+  CHECK(kvedge_chat_load(b, bad) == KVEDGE_CORRUPT && ErrorMentions("kvedge_chat_load: "));
+  CHECK(SameChatState(before, GetChatState(b)));
+  /* A truncated session file. */
+  CHECK(CopyDamaged(path, bad, -1, FileSize(path) - 7) == 0);
+  CHECK(kvedge_chat_load(b, bad) == KVEDGE_CORRUPT);
+  CHECK(SameChatState(before, GetChatState(b)));
+  /* An intact session file beside a damaged conversation file, then none. */
+  CHECK(CopyDamaged(path, bad, -1, -1) == 0 && CopyDamaged(src_chat, bad_chat, 3, -1) == 0);
+  CHECK(kvedge_chat_load(b, bad) == KVEDGE_CORRUPT && ErrorMentions("conversation file"));
+  CHECK(SameChatState(before, GetChatState(b)));
+  remove(bad_chat);
+  CHECK(kvedge_chat_load(b, bad) == KVEDGE_CORRUPT && ErrorMentions("has no conversation file"));
+  CHECK(SameChatState(before, GetChatState(b)));
+  /* Another KV configuration: named, and refused before anything changes. */
+  kvedge_chat* c = NULL;
+  config.value_format = "f16";
+  CHECK(kvedge_chat_create(model, &config, "You tell stories.", NULL, &c) == KVEDGE_OK);
+  if (c != NULL) {
+    CHECK(kvedge_chat_load(c, path) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("value format"));
+    size_t count = 0;
+    CHECK(kvedge_chat_message_count(c, &count) == KVEDGE_OK && count == 1);
+  }
+  kvedge_chat_free(c);
+  kvedge_chat_free(a);
+  kvedge_chat_free(b);
+  remove(path);
+  remove(src_chat);
+  remove(bad);
+}
+
 static void TestChatTemplate(const kvedge_model* model) {
   static const char kMessages[] = "[{\"role\": \"user\", \"content\": \"H\u00e9llo\"}]";
   static const char kChatMl[] = "<|im_start|>user\nH\xc3\xa9llo<|im_end|>\n<|im_start|>assistant\n";
@@ -587,6 +729,7 @@ int main(void) {
     TestAbiSizes(model);
     TestChatTemplate(model);
     TestChat(model);
+    TestChatFiles(model);
     kvedge_model_free(model);
   }
   TestChatTemplateGguf(shared);

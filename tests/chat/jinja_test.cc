@@ -208,6 +208,9 @@ after
                  R"J([2, 1, 3]|cba|[[1, 2], [3]]|3|   abc   |x-3|a and b)J"},
                 {R"J({{ 'abc' is lower }}{{ 'ABC' is upper }}{{ none is boolean }}{{ true is boolean }}{{ 'abc' is sameas 'abc' }}{{ messages[0] is callable }}{{ range is callable }})J",
                  R"J(TrueTrueFalseTrueFalseFalseTrue)J"},
+                // str.islower()/isupper() and the lower/upper tests: some cased letter, none of the other case.
+                {R"J({{ 'abc1'.islower() }}{{ 'aBc'.islower() }}{{ '12'.islower() }}{{ '\u00c9T\u00c9'.isupper() }}{{ 'A b' is upper }}{{ '\u00e9t\u00e9' is lower }})J",
+                 R"J(TrueFalseFalseTrueFalseTrue)J"},
                 {R"J({% if messages[0]['role'] == 'system' %}{% set system_message = messages[0]['content'] %}{% set loop_messages = messages[1:] %}{% else %}{% set loop_messages = messages %}{% endif %}{{ system_message|default('none') }}:{{ loop_messages|length }})J",
                  R"J(Sys  :3)J"},
                 {R"J({{ messages[2].tool_calls[0].function.arguments|tojson }}|{{ messages[2].tool_calls[0].function.arguments|string }}|{{ messages[2].tool_calls[0].function.arguments.b }})J",
