@@ -106,8 +106,8 @@ int RunChat(const ChatOptions& opt) {
   co.template_source = chat::kChatMlTemplate;
   co.bos_token = std::string(tok.TokenText(tok.bos()));
   co.eos_token = std::string(tok.TokenText(tok.eos()));
-  if (model.format == "gguf") {
-    auto t = chat::LoadModelChatTemplate(opt.model.model);
+  if (model.gguf != nullptr) {
+    auto t = chat::ChatTemplateFromGguf(*model.gguf);
     if (!t.ok()) return ReportError(kCmd, t.status());
     from_model = t->from_model;
     co.template_source = t->source;
