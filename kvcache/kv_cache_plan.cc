@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "platform/enum_names.h"
 #include "platform/memory.h"
 
 namespace kvedge {
@@ -153,81 +154,33 @@ int MinimumCapacity(const KvCachePlan& p, const KvCacheOptions& o) {
 
 }  // namespace
 
-const char* EvictionPolicyName(EvictionPolicy p) {
-  switch (p) {
-    case EvictionPolicy::kFull: return "full";
-    case EvictionPolicy::kWindow: return "window";
-    case EvictionPolicy::kSinks: return "sinks";
-    case EvictionPolicy::kH2O: return "h2o";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumName<EvictionPolicy> kPolicyNames[] = {{EvictionPolicy::kFull, "full"},
+                                                     {EvictionPolicy::kWindow, "window"},
+                                                     {EvictionPolicy::kSinks, "sinks"},
+                                                     {EvictionPolicy::kH2O, "h2o"}};
+constexpr EnumName<PositionMode> kPositionNames[] = {{PositionMode::kInCache, "in-cache"},
+                                                     {PositionMode::kAbsolute, "absolute"}};
+constexpr EnumName<RopeStyle> kRopeStyleNames[] = {{RopeStyle::kNorm, "norm"}, {RopeStyle::kNeox, "neox"}};
+constexpr EnumName<KeyQuantAxis> kKeyAxisNames[] = {{KeyQuantAxis::kChannel, "channel"},
+                                                    {KeyQuantAxis::kToken, "token"}};
+constexpr EnumName<KeyRope> kKeyRopeNames[] = {{KeyRope::kInBlock, "in-block"}, {KeyRope::kPost, "post"},
+                                               {KeyRope::kPre, "pre"}};
+constexpr EnumName<H2OScore> kH2OScoreNames[] = {{H2OScore::kCumulative, "cumulative"},
+                                                 {H2OScore::kTova, "tova"},
+                                                 {H2OScore::kAge, "age"}};
+}  // namespace
 
-bool ParseEvictionPolicy(const std::string& name, EvictionPolicy* out) {
-  for (EvictionPolicy p : {EvictionPolicy::kFull, EvictionPolicy::kWindow, EvictionPolicy::kSinks, EvictionPolicy::kH2O}) {
-    if (name == EvictionPolicyName(p)) {
-      *out = p;
-      return true;
-    }
-  }
-  return false;
-}
-
-const char* PositionModeName(PositionMode m) {
-  return m == PositionMode::kInCache ? "in-cache" : "absolute";
-}
-
-const char* RopeStyleName(RopeStyle s) { return s == RopeStyle::kNorm ? "norm" : "neox"; }
-
-const char* KeyQuantAxisName(KeyQuantAxis a) { return a == KeyQuantAxis::kChannel ? "channel" : "token"; }
-
-bool ParseKeyQuantAxis(const std::string& name, KeyQuantAxis* out) {
-  for (KeyQuantAxis a : {KeyQuantAxis::kChannel, KeyQuantAxis::kToken}) {
-    if (name == KeyQuantAxisName(a)) {
-      *out = a;
-      return true;
-    }
-  }
-  return false;
-}
-
-const char* KeyRopeName(KeyRope r) {
-  switch (r) {
-    case KeyRope::kInBlock: return "in-block";
-    case KeyRope::kPost: return "post";
-    case KeyRope::kPre: return "pre";
-  }
-  return "?";
-}
-
-bool ParseKeyRope(const std::string& name, KeyRope* out) {
-  for (KeyRope r : {KeyRope::kInBlock, KeyRope::kPost, KeyRope::kPre}) {
-    if (name == KeyRopeName(r)) {
-      *out = r;
-      return true;
-    }
-  }
-  return false;
-}
-
-const char* H2OScoreName(H2OScore s) {
-  switch (s) {
-    case H2OScore::kCumulative: return "cumulative";
-    case H2OScore::kTova: return "tova";
-    case H2OScore::kAge: return "age";
-  }
-  return "?";
-}
-
-bool ParseH2OScore(const std::string& name, H2OScore* out) {
-  for (H2OScore s : {H2OScore::kCumulative, H2OScore::kTova, H2OScore::kAge}) {
-    if (name == H2OScoreName(s)) {
-      *out = s;
-      return true;
-    }
-  }
-  return false;
-}
+const char* EvictionPolicyName(EvictionPolicy p) { return NameOf(kPolicyNames, p); }
+bool ParseEvictionPolicy(const std::string& name, EvictionPolicy* out) { return ParseName(kPolicyNames, name, out); }
+const char* PositionModeName(PositionMode m) { return NameOf(kPositionNames, m); }
+const char* RopeStyleName(RopeStyle s) { return NameOf(kRopeStyleNames, s); }
+const char* KeyQuantAxisName(KeyQuantAxis a) { return NameOf(kKeyAxisNames, a); }
+bool ParseKeyQuantAxis(const std::string& name, KeyQuantAxis* out) { return ParseName(kKeyAxisNames, name, out); }
+const char* KeyRopeName(KeyRope r) { return NameOf(kKeyRopeNames, r); }
+bool ParseKeyRope(const std::string& name, KeyRope* out) { return ParseName(kKeyRopeNames, name, out); }
+const char* H2OScoreName(H2OScore s) { return NameOf(kH2OScoreNames, s); }
+bool ParseH2OScore(const std::string& name, H2OScore* out) { return ParseName(kH2OScoreNames, name, out); }
 
 uint64_t KvCachePlan::F16FullBytes(uint64_t tokens) const {
   return tokens * static_cast<uint64_t>(lanes()) * static_cast<uint64_t>(shape.head_dim) * 2 * sizeof(uint16_t);

@@ -27,6 +27,8 @@
 #include <cstdint>
 #include <string>
 
+#include "simd/float16.h"
+
 namespace kvedge {
 
 enum class KvFormat : uint8_t { kF32 = 0, kF16 = 1, kInt8 = 2, kInt4 = 3 };
@@ -61,14 +63,6 @@ struct Int4KeyChannel { uint8_t codes[kKvBlockTokens / 2]; };
 struct Int8KeyChannel { uint8_t codes[kKvBlockTokens]; };
 static_assert(sizeof(Int4KeyChannel) == 16, "int4 key channel: 32 tokens, two a byte");
 static_assert(sizeof(Int8KeyChannel) == 32, "int8 key channel: 32 tokens");
-
-// IEEE half <-> float, round to nearest even; the scalar references (and the
-// f16 formats) use these. F16 bits are stored as uint16_t.
-uint16_t F16FromF32(float f);
-float F32FromF16(uint16_t h);
-// bfloat16 bits (upper half of an f32), round to nearest even.
-uint16_t BF16FromF32(float f);
-float F32FromBF16(uint16_t b);
 
 }  // namespace kvedge
 

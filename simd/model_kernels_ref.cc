@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "simd/kv_format.h"
+#include "simd/float16.h"
 
 namespace kvedge {
 

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "simd/kv_format.h"
+#include "simd/float16.h"
 #include "simd/weight_quant.h"
 
 namespace kvedge {

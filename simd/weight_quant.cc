@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "simd/kv_format.h"
+#include "simd/float16.h"
 
 namespace kvedge {
 namespace {

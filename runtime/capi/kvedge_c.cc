@@ -288,8 +288,8 @@ kvedge_status kvedge_model_load(const char* model_path, const char* tokenizer_pa
     auto model = std::make_unique<kvedge_model>();
     model->weights = std::move(weights).value();
     model->tokenizer = std::move(tokenizer).value();
-    if (model->weights->format == "gguf") {
-      auto chat = kvedge::chat::LoadModelChatTemplate(model_path);
+    if (model->weights->gguf != nullptr) {
+      auto chat = kvedge::chat::ChatTemplateFromGguf(*model->weights->gguf);
       if (!chat.ok()) return Fail(chat.status(), fn);
       model->chat = std::move(chat).value();
     } else {

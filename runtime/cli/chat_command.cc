@@ -90,7 +90,7 @@ int RunChat(const ChatOptions& opt) {
   const Tokenizer& tok = *loaded->tokenizer;
   // The template: --chat-template, else the GGUF's, else ChatML (warned).
   bool from_model = false;
-  auto templ = ModelChatOptions(opt.model, model, tok, opt.template_file, &from_model);
+  auto templ = ModelChatOptions(model, tok, opt.template_file, &from_model);
   if (!templ.ok()) return ReportError(kCmd, templ.status());
   templ->system_prompt = std::move(co.system_prompt);
   co = std::move(templ).value();

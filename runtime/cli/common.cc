@@ -158,7 +158,7 @@ StatusOr<LoadedModel> LoadModelAndTokenizer(const ModelFlags& f, bool need_token
   return out;
 }
 
-StatusOr<chat::ConversationOptions> ModelChatOptions(const ModelFlags& flags, const ModelWeights& model,
+StatusOr<chat::ConversationOptions> ModelChatOptions(const ModelWeights& model,
                                                         const Tokenizer& tokenizer, const std::string& template_file,
                                                         bool* from_model) {
   chat::ConversationOptions co;
@@ -166,8 +166,8 @@ StatusOr<chat::ConversationOptions> ModelChatOptions(const ModelFlags& flags, co
   co.template_source = chat::kChatMlTemplate;
   co.bos_token = std::string(tokenizer.TokenText(tokenizer.bos()));
   co.eos_token = std::string(tokenizer.TokenText(tokenizer.eos()));
-  if (model.format == "gguf") {
-    KVEDGE_ASSIGN_OR_RETURN(chat::ModelChatTemplate t, chat::LoadModelChatTemplate(flags.model));
+  if (model.gguf != nullptr) {
+    KVEDGE_ASSIGN_OR_RETURN(chat::ModelChatTemplate t, chat::ChatTemplateFromGguf(*model.gguf));
     *from_model = t.from_model;
     co.template_source = t.source;
     co.bos_token = t.bos_token;

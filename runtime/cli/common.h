@@ -86,7 +86,7 @@ StatusOr<LoadedModel> LoadModelAndTokenizer(const ModelFlags& f, bool need_token
 // The chat template and its bos/eos strings for `model`: `template_file`
 // when given, else the GGUF's template, else ChatML (*from_model false: the
 // caller warns). Errors: an unreadable template file or GGUF template.
-StatusOr<chat::ConversationOptions> ModelChatOptions(const ModelFlags& flags, const ModelWeights& model,
+StatusOr<chat::ConversationOptions> ModelChatOptions(const ModelWeights& model,
                                                         const Tokenizer& tokenizer, const std::string& template_file,
                                                         bool* from_model);
 

@@ -58,7 +58,7 @@ int RunServe(const ServeOptions& opt) {
   const ModelWeights& model = *loaded->weights;
   const Tokenizer& tok = *loaded->tokenizer;
   bool from_model = false;
-  auto chat_options = ModelChatOptions(opt.model, model, tok, opt.template_file, &from_model);
+  auto chat_options = ModelChatOptions(model, tok, opt.template_file, &from_model);
   if (!chat_options.ok()) return ReportError(kCmd, chat_options.status());
   if (!from_model) std::fprintf(stderr, "kvedge serve: warning: the model has no chat template; using ChatML\n");
   auto session_options = MakeSessionOptions(opt.kv, model.config);

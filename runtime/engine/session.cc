@@ -54,12 +54,13 @@ Session::~Session() = default;
 
 StatusOr<std::unique_ptr<Session>> Session::Create(const ModelWeights& model, const SessionOptions& options,
                                                    MemoryBudget* budget) {
-  if (options.max_batch < 1 || options.max_batch > 4096) {
-    return InvalidArgument("batch size " + std::to_string(options.max_batch) + " is out of range (1 to 4096)");
+  if (options.max_batch < 1 || options.max_batch > kMaxBatch) {
+    return InvalidArgument("batch size " + std::to_string(options.max_batch) + " is out of range (1 to " +
+                           std::to_string(kMaxBatch) + ")");
   }
-  if (options.history_tokens < 0 || options.history_tokens > (1 << 24)) {
+  if (options.history_tokens < 0 || options.history_tokens > kMaxContext) {
     return InvalidArgument("token history of " + std::to_string(options.history_tokens) +
-                           " ids is out of range (0 to 16777216)");
+                           " ids is out of range (0 to " + std::to_string(kMaxContext) + ")");
   }
   KVEDGE_ASSIGN_OR_RETURN(std::unique_ptr<ThreadArena> threads, ThreadArena::Create(options.threads));
   // The RoPE frequencies may depend on the context the cache spans (phi3's

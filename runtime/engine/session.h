@@ -18,12 +18,15 @@
 
 namespace kvedge {
 
+// Most tokens one prefill chunk may batch (SessionOptions::max_batch).
+inline constexpr int kMaxBatch = 4096;
+
 struct SessionOptions {
   KvCacheOptions kv;
   int threads = 1;      // 1 … kMaxThreads
-  int max_batch = 32;   // tokens per prefill chunk (batched matmuls)
-  // Recent token ids the session keeps verbatim (TokenHistory); the count and
-  // hash of all of them are kept whatever this is.
+  int max_batch = 32;   // tokens per prefill chunk (batched matmuls), 1 … kMaxBatch
+  // Recent token ids the session keeps verbatim (TokenHistory), 0 …
+  // kMaxContext; the count and hash of all of them are kept whatever this is.
   int history_tokens = 4096;
 };
 

@@ -7,7 +7,7 @@
 #include <numeric>
 #include <utility>
 
-#include "runtime/tokenizer/utf8.h"
+#include "platform/utf8.h"
 
 namespace kvedge {
 namespace {

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "simd/weight_quant.h"
-#include "simd/kv_format.h"
 
 namespace kvedge {
 

@@ -4,12 +4,14 @@
 // then wcls[V][D] when the header's vocab size is negative.
 #include "runtime/model/llama2c.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace kvedge {
 namespace {
 
-constexpr int64_t kMaxHeaderValue = 1 << 24;
+// The header's dims, layers, vocabulary and length: ValidateConfig checks each.
+constexpr int64_t kMaxHeaderValue = std::max({kMaxDim, kMaxHiddenDim, kMaxLayers, kMaxVocab, kMaxContext});
 
 }  // namespace
 

@@ -6,18 +6,12 @@
 #include <utility>
 #include <vector>
 
-#include "simd/kv_format.h"
 
 namespace kvedge {
 namespace {
 
 // Upper bounds well past any Llama-family model; they keep hostile headers
 // from driving later size arithmetic and allocations to absurd values.
-constexpr int kMaxDim = 1 << 16;
-constexpr int kMaxHiddenDim = 1 << 20;
-constexpr int kMaxLayers = 4096;
-constexpr int kMaxVocab = 1 << 24;
-constexpr int kMaxContext = 1 << 24;
 
 Status CheckRange(const char* field, int value, int max, const std::string& where) {
   if (value <= 0 || value > max) {

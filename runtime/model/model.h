@@ -11,6 +11,7 @@
 
 #include "kvcache/kv_cache_plan.h"
 #include "platform/mapped_file.h"
+#include "runtime/model/gguf.h"
 #include "platform/memory.h"
 #include "platform/status.h"
 #include "simd/model_kernels.h"
@@ -94,14 +95,24 @@ struct ModelWeights {
 
   std::string format;                 // "gguf" or "llama2c"
   // The bytes the views point into: the mapping of `file`, or a caller's
-  // buffer (LoadModelFromMemory) that must outlive this object. Readers
-  // re-parse it for metadata such as the embedded GGUF vocabulary.
+  // buffer (LoadModelFromMemory) that must outlive this object.
   const uint8_t* source = nullptr;
   size_t source_size = 0;
+  // The GGUF as parsed once by the loader (null for llama2.c): metadata
+  // readers (the tokenizer, the chat template) read it, never re-parse.
+  std::unique_ptr<const GgufFile> gguf;
 
   MappedFile file;                    // the source file
   std::vector<AlignedBuffer> owned;   // f32 copies of norms stored as f16/bf16
 };
+
+// The largest sizes a model file may declare (ValidateConfig), and the limits
+// that follow from them elsewhere (vocabularies, token histories).
+inline constexpr int kMaxDim = 1 << 16;
+inline constexpr int kMaxHiddenDim = 1 << 20;
+inline constexpr int kMaxLayers = 4096;
+inline constexpr int kMaxVocab = 1 << 24;
+inline constexpr int kMaxContext = 1 << 24;
 
 // Validates a config: positive sizes, head counts that divide, an even
 // rope_dim ≤ head_dim, a head_dim kvedge's cache supports. Errors name the

@@ -95,7 +95,7 @@ struct Random {
 
 }  // namespace
 
-Status ConvertToGguf(const ModelWeights& model, const SpmTokenizer& tokenizer, const std::string& path,
+Status ConvertToGguf(const ModelWeights& model, const SpmVocabulary& vocab, const std::string& path,
                      WeightType type) {
   const ModelConfig& c = model.config;
   // The writer knows the plain llama layout only (what llama2.c holds).
@@ -104,8 +104,9 @@ Status ConvertToGguf(const ModelWeights& model, const SpmTokenizer& tokenizer, c
     return Unsupported("convert: only plain llama models (llama2.c checkpoints) are converted; '" + c.name +
                        "' is " + c.architecture + " with features the writer does not store");
   }
-  if (tokenizer.vocab_size() != c.vocab_size) {
-    return InvalidArgument("convert: tokenizer has " + std::to_string(tokenizer.vocab_size()) +
+  const int vocab_size = static_cast<int>(vocab.pieces.size());
+  if (vocab_size != c.vocab_size || vocab.scores.size() != vocab.pieces.size()) {
+    return InvalidArgument("convert: tokenizer has " + std::to_string(vocab_size) +
                            " tokens, model vocab_size is " + std::to_string(c.vocab_size));
   }
   const bool tied = model.output.data == model.token_embedding.data;
@@ -120,18 +121,15 @@ Status ConvertToGguf(const ModelWeights& model, const SpmTokenizer& tokenizer, c
 
   GgufWriter w;
   SetLlamaMetadata(c, w);
-  std::vector<std::string> pieces(c.vocab_size);
-  std::vector<float> scores(c.vocab_size);
+  const std::vector<std::string>& pieces = vocab.pieces;
   std::vector<int32_t> types(c.vocab_size);
   for (int i = 0; i < c.vocab_size; ++i) {
-    pieces[i] = std::string(tokenizer.TokenText(i));
-    scores[i] = tokenizer.score(i);
     const bool byte = pieces[i].size() == 6 && pieces[i].compare(0, 3, "<0x") == 0 && pieces[i][5] == '>';
-    types[i] = i == tokenizer.unk() ? kTokenUnknown
-               : (i == tokenizer.bos() || i == tokenizer.eos()) ? kTokenControl
+    types[i] = i == vocab.unk ? kTokenUnknown
+               : (i == vocab.bos || i == vocab.eos) ? kTokenControl
                : byte ? kTokenByte : kTokenNormal;
   }
-  SetVocab(pieces, scores, types, tokenizer.bos(), tokenizer.eos(), tokenizer.unk(), w);
+  SetVocab(pieces, vocab.scores, types, vocab.bos, vocab.eos, vocab.unk, w);
   DeclareTensors(c, tied, [type](uint64_t cols) { return StorableType(type, cols); }, w);
   KVEDGE_RETURN_IF_ERROR(w.Begin(path));
   const auto rows = [&w](const MatrixView& m) {

@@ -8,16 +8,16 @@
 #include <string_view>
 
 #include "runtime/model/model.h"
-#include "runtime/tokenizer/spm_tokenizer.h"
+#include "runtime/model/vocabulary.h"
 
 namespace kvedge {
 
 // Writes `model` (F32 weights, e.g. from llama2.c) as a GGUF v3 "llama" file
-// with `tokenizer`'s vocabulary (tokenizer.ggml.model "llama", U+2581 for
-// spaces). Matrices are stored as `type`; a Q8_0/Q4_0 matrix whose rows are
+// with `vocab` (SpmTokenizer::Vocabulary(); tokenizer.ggml.model "llama",
+// U+2581 for spaces). Matrices are stored as `type`; a Q8_0/Q4_0 matrix whose rows are
 // not a multiple of 32 (stories260K's ffn_down: 172) is stored as F16, as
 // llama.cpp falls back. Norms stay F32. Tied embeddings stay tied.
-Status ConvertToGguf(const ModelWeights& model, const SpmTokenizer& tokenizer, const std::string& path,
+Status ConvertToGguf(const ModelWeights& model, const SpmVocabulary& vocab, const std::string& path,
                      WeightType type);
 
 // The shape of a synthetic llama model.

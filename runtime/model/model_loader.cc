@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "runtime/model/llama2c.h"
-#include "simd/kv_format.h"
+#include "simd/float16.h"
 #include "simd/weight_quant.h"
 
 namespace kvedge {
@@ -129,7 +129,9 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadBytes(const uint8_t* data, size_t si
   std::memcpy(&magic, data, 4);
   if (magic == kGgufMagic) {
     KVEDGE_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::Parse(data, size, name));
-    return LoadGgufModel(gguf);
+    KVEDGE_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> w, LoadGgufModel(gguf));
+    w->gguf = std::make_unique<const GgufFile>(std::move(gguf));  // its views point into `data`, not into itself
+    return w;
   }
   if (std::memcmp(data, "ak42", 4) == 0 || std::memcmp(data, "24ka", 4) == 0) {
     return Unsupported(name + ": llama2.c export version 1/2 (magic 'ak42') is not supported; export the "

@@ -89,6 +89,17 @@ StatusOr<std::unique_ptr<SpmTokenizer>> SpmTokenizer::Create(std::vector<std::st
   return t;
 }
 
+SpmVocabulary SpmTokenizer::Vocabulary() const {
+  SpmVocabulary v;
+  v.pieces.reserve(static_cast<size_t>(vocab_size()));
+  for (int i = 0; i < vocab_size(); ++i) v.pieces.emplace_back(TokenText(i));
+  v.scores = scores_;
+  v.bos = bos();
+  v.eos = eos();
+  v.unk = unk_;
+  return v;
+}
+
 int SpmTokenizer::Lookup(std::string_view piece) const {
   const auto it = ids_.find(piece);
   return it == ids_.end() ? -1 : it->second;

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/model/vocabulary.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace kvedge {
@@ -37,6 +38,8 @@ class SpmTokenizer final : public Tokenizer {
   // Merge score of `id` (< vocab_size()); higher merges first.
   float score(int id) const { return scores_[id]; }
   int unk() const { return unk_; }
+  // The vocabulary as a GGUF stores it (for ConvertToGguf).
+  SpmVocabulary Vocabulary() const;
 
  private:
   SpmTokenizer() = default;

@@ -82,9 +82,9 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const GgufFile& g, std::s
     return DataLoss(g.name() + ": missing string metadata 'tokenizer.ggml.model' (no embedded vocabulary)");
   }
   KVEDGE_ASSIGN_OR_RETURN(const GgufValue* tokens, FindArray(g, "tokenizer.ggml.tokens", GgufType::kString, true));
-  if (tokens->count == 0 || tokens->count > (1 << 24)) {
-    return DataLoss(g.name() + ": tokenizer.ggml.tokens holds " + std::to_string(tokens->count) +
-                    " tokens (expected 1..16777216)");
+  if (tokens->count == 0 || tokens->count > static_cast<uint64_t>(kMaxVocab)) {
+    return DataLoss(g.name() + ": tokenizer.ggml.tokens holds " + std::to_string(tokens->count) + " tokens (expected 1.." +
+                    std::to_string(kMaxVocab) + ")");
   }
   const bool bpe = model->str == "gpt2";
   if (!pre_override.empty() && !bpe) {
@@ -148,10 +148,8 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const ModelWeights& model, co
                              "a llama2.c tokenizer.bin");
     }
     KVEDGE_ASSIGN_OR_RETURN(t, LoadLlama2cTokenizer(tokenizer_bin_path, model.config.vocab_size));
-  } else if (model.format == "gguf") {
-    KVEDGE_ASSIGN_OR_RETURN(GgufFile g, GgufFile::Parse(model.source, model.source_size,
-                                                               model.file.path().empty() ? model.config.name : model.file.path()));
-    KVEDGE_ASSIGN_OR_RETURN(t, LoadGgufTokenizer(g, pre_override));
+  } else if (model.gguf != nullptr) {
+    KVEDGE_ASSIGN_OR_RETURN(t, LoadGgufTokenizer(*model.gguf, pre_override));
   } else {
     // Nothing beside the file is taken on trust: a tokenizer.bin of the same
     // size may belong to another model and would silently garble the text.

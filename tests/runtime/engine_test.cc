@@ -82,7 +82,7 @@ TEST(EngineTest, GgufFilesBehaveLikeTheBin) {
   auto tok = LoadLlama2cTokenizer(testing::SharedPath("models/tok512.bin"), 512);
   ASSERT_TRUE(tok.ok());
   const std::string path = testing::TempDir() + "/stories260K_kvedge.gguf";
-  ASSERT_TRUE(ConvertToGguf(*bin, **tok, path, WeightType::kF32).ok());
+  ASSERT_TRUE(ConvertToGguf(*bin, (*tok)->Vocabulary(), path, WeightType::kF32).ok());
   auto ours = LoadModel(path);
   ASSERT_TRUE(ours.ok()) << ours.status().ToString();
   const auto theirs = Load("models/stories260K_llamacpp.gguf");
@@ -104,7 +104,7 @@ TEST(EngineTest, InterleavedWeightsMatchTheFileLayout) {
   const std::vector<int> prompt = {1, 403, 407, 261, 378};
   for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0}) {
     const std::string path = testing::TempDir() + "/stories260K_" + WeightTypeName(type) + ".gguf";
-    ASSERT_TRUE(ConvertToGguf(*bin, **tok, path, type).ok());
+    ASSERT_TRUE(ConvertToGguf(*bin, (*tok)->Vocabulary(), path, type).ok());
     LoadOptions in_place;
     in_place.interleave = false;
     auto rows = LoadModel(path, in_place);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "runtime/engine/batch_decoder.h"
 #include "runtime/model/model_loader.h"
 #include "runtime/tokenizer/utf8.h"
+#include "tests/testing/stories.h"
 #include "tests/testing/test_data.h"
 
 namespace kvedge {
@@ -133,18 +135,7 @@ TEST(TextStreamTest, RejectsBadStopStrings) {
 
 class GeneratorTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    auto m = LoadModel(testing::SharedPath("models/stories260K.bin"));
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    model_ = std::move(m).value().release();
-    auto t = LoadTokenizer(*model_, testing::SharedPath("models/tok512.bin"));
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    tok_ = std::move(t).value().release();
-  }
-  static void TearDownTestSuite() {
-    delete tok_;
-    delete model_;
-  }
+  GeneratorTest() : model_(&testing::StoriesModel()), tok_(&testing::StoriesTokenizer()) {}
 
   std::unique_ptr<Session> NewSession(int threads = 1) {
     SessionOptions o;
@@ -164,8 +155,11 @@ class GeneratorTest : public ::testing::Test {
   }
   std::vector<int> Prompt() const { return *tok_->Encode("Once upon a time", true); }
 
-  // The plain loop `kvedge generate` ran before the Generator: its tokens and text.
-  void Reference(uint64_t seed, int n, std::vector<int>* ids, std::string* text) {
+  // The plain loop `kvedge generate` ran before the Generator: its tokens and
+  // text, into ref_ids_ and ref_text_.
+  void Reference(uint64_t seed, int n) {
+    std::vector<int>* ids = &ref_ids_;
+    std::string* text = &ref_text_;
     auto s = NewSession();
     Sampler sampler = NewSampler(seed);
     const std::vector<int> prompt = Prompt();
@@ -181,33 +175,44 @@ class GeneratorTest : public ::testing::Test {
     }
   }
 
-  static ModelWeights* model_;
-  static Tokenizer* tok_;
+  // One run's setup: a generator with `go`, a fresh session, a sampler of
+  // `seed` and a request over Prompt() (in gen_, session_, sampler_, req_).
+  void Prepare(uint64_t seed, GeneratorOptions go = {}) {
+    auto g = Generator::Create(*tok_, std::move(go));
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    gen_.emplace(std::move(g).value());
+    session_ = NewSession();
+    sampler_.emplace(NewSampler(seed));
+    prompt_ = Prompt();
+    req_ = GenerationRequest();
+    req_.prompt = prompt_.data();
+    req_.prompt_len = prompt_.size();
+  }
+  GenerationResult RunInto(Collected* out) { return gen_->Run(*session_, *sampler_, req_, Into(out)); }
+
+  const ModelWeights* model_;
+  const Tokenizer* tok_;
+  std::vector<int> ref_ids_;
+  std::string ref_text_;
+  std::optional<Generator> gen_;
+  std::unique_ptr<Session> session_;
+  std::optional<Sampler> sampler_;
+  std::vector<int> prompt_;
+  GenerationRequest req_;
 };
-ModelWeights* GeneratorTest::model_ = nullptr;
-Tokenizer* GeneratorTest::tok_ = nullptr;
 
 TEST_F(GeneratorTest, SameTextAsThePlainLoopForAFixedSeed) {
-  std::vector<int> ref_ids;
-  std::string ref_text;
-  Reference(42, 300, &ref_ids, &ref_text);
-  auto gen = Generator::Create(*tok_, {});
-  ASSERT_TRUE(gen.ok());
-  auto s = NewSession();
-  Sampler sampler = NewSampler(42);
-  const std::vector<int> prompt = Prompt();
-  GenerationRequest req;
-  req.prompt = prompt.data();
-  req.prompt_len = prompt.size();
-  req.max_tokens = 300;
+  ASSERT_NO_FATAL_FAILURE(Reference(42, 300));
+  ASSERT_NO_FATAL_FAILURE(Prepare(42));
+  req_.max_tokens = 300;
   Collected out;
-  const GenerationResult r = gen->Run(*s, sampler, req, Into(&out));
+  const GenerationResult r = RunInto(&out);
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.reason, StopReason::kMaxTokens);
   EXPECT_EQ(r.tokens, 300);
-  EXPECT_EQ(out.Text(), ref_text);
-  EXPECT_EQ(r.last_token, ref_ids.back());
-  EXPECT_EQ(s->tokens_fed(), prompt.size() + 300);
+  EXPECT_EQ(out.Text(), ref_text_);
+  EXPECT_EQ(r.last_token, ref_ids_.back());
+  EXPECT_EQ(session_->tokens_fed(), prompt_.size() + 300);
 }
 
 // The loop in step form, as the server runs it: two streams whose tokens are
@@ -264,78 +269,58 @@ TEST_F(GeneratorTest, StreamsSteppedTogetherEqualRunAlone) {
 }
 
 TEST_F(GeneratorTest, ContinuesASessionAcrossRuns) {
-  std::vector<int> ref_ids;
-  std::string ref_text;
-  Reference(5, 120, &ref_ids, &ref_text);
-  auto gen = Generator::Create(*tok_, {});
-  ASSERT_TRUE(gen.ok());
-  auto s = NewSession();
-  Sampler sampler = NewSampler(5);
-  const std::vector<int> prompt = Prompt();
-  GenerationRequest req;
-  req.prompt = prompt.data();
-  req.prompt_len = prompt.size();
-  req.max_tokens = 50;
+  ASSERT_NO_FATAL_FAILURE(Reference(5, 120));
+  ASSERT_NO_FATAL_FAILURE(Prepare(5));
+  req_.max_tokens = 50;
   Collected out;
-  GenerationResult r = gen->Run(*s, sampler, req, Into(&out));
+  GenerationResult r = RunInto(&out);
   ASSERT_EQ(r.tokens, 50);
-  GenerationRequest more;
-  more.prev_token = r.last_token;
-  more.max_tokens = 70;
-  r = gen->Run(*s, sampler, more, Into(&out));
+  req_ = GenerationRequest();
+  req_.prev_token = r.last_token;
+  req_.max_tokens = 70;
+  r = RunInto(&out);
   EXPECT_EQ(r.tokens, 70);
-  EXPECT_EQ(out.Text(), ref_text);
+  EXPECT_EQ(out.Text(), ref_text_);
 }
 
 TEST_F(GeneratorTest, EndOfGenerationIdIsNeitherFedNorShown) {
-  std::vector<int> ref_ids;
-  std::string ref_text;
-  Reference(9, 60, &ref_ids, &ref_text);
-  ASSERT_GE(ref_ids.size(), 30u);
-  const int end_id = ref_ids[20];
+  ASSERT_NO_FATAL_FAILURE(Reference(9, 60));
+  ASSERT_GE(ref_ids_.size(), 30u);
+  const int end_id = ref_ids_[20];
   size_t first = 0;
-  while (ref_ids[first] != end_id) ++first;
+  while (ref_ids_[first] != end_id) ++first;
   GeneratorOptions go;
   go.is_end_of_generation = [end_id](int t) { return t == end_id; };
-  auto gen = Generator::Create(*tok_, std::move(go));
-  ASSERT_TRUE(gen.ok());
-  auto s = NewSession();
-  Sampler sampler = NewSampler(9);
-  const std::vector<int> prompt = Prompt();
-  GenerationRequest req;
-  req.prompt = prompt.data();
-  req.prompt_len = prompt.size();
+  ASSERT_NO_FATAL_FAILURE(Prepare(9, std::move(go)));
   Collected out;  // max_tokens -1: only the end id stops it
-  const GenerationResult r = gen->Run(*s, sampler, req, Into(&out));
+  const GenerationResult r = RunInto(&out);
   EXPECT_EQ(r.reason, StopReason::kEndOfGeneration);
   EXPECT_EQ(r.tokens, static_cast<int64_t>(first));
-  EXPECT_EQ(s->tokens_fed(), prompt.size() + first);
+  EXPECT_EQ(session_->tokens_fed(), prompt_.size() + first);
   std::string expected;
-  int prev = prompt.back();
+  int prev = prompt_.back();
   for (size_t i = 0; i < first; ++i) {
-    expected.append(tok_->DecodePiece(prev, ref_ids[i]));
-    prev = ref_ids[i];
+    expected.append(tok_->DecodePiece(prev, ref_ids_[i]));
+    prev = ref_ids_[i];
   }
   EXPECT_EQ(out.Text(), expected);
 }
 
 TEST_F(GeneratorTest, StopStringSpanningTokensEndsTheTextBeforeIt) {
-  std::vector<int> ref_ids;
-  std::string ref_text;
-  Reference(3, 200, &ref_ids, &ref_text);
+  ASSERT_NO_FATAL_FAILURE(Reference(3, 200));
   // A stop string made of the last byte of one piece and the first of the
   // next, at its first occurrence in the text.
   std::string stop;
   size_t at = 0, boundary = 0;
   int prev = Prompt().back();
-  for (size_t i = 0; i + 1 < ref_ids.size() && stop.empty(); ++i) {
-    const std::string_view a = tok_->DecodePiece(prev, ref_ids[i]);
-    const std::string_view b = tok_->DecodePiece(ref_ids[i], ref_ids[i + 1]);
+  for (size_t i = 0; i + 1 < ref_ids_.size() && stop.empty(); ++i) {
+    const std::string_view a = tok_->DecodePiece(prev, ref_ids_[i]);
+    const std::string_view b = tok_->DecodePiece(ref_ids_[i], ref_ids_[i + 1]);
     boundary += a.size();
-    prev = ref_ids[i];
+    prev = ref_ids_[i];
     if (a.empty() || b.empty()) continue;
     const std::string candidate = std::string(1, a.back()) + b.front();
-    if (ref_text.find(candidate) == boundary - 1 && FindInvalidUtf8(candidate) == kUtf8Valid && i > 10) {
+    if (ref_text_.find(candidate) == boundary - 1 && FindInvalidUtf8(candidate) == kUtf8Valid && i > 10) {
       stop = candidate;
       at = boundary - 1;
     }
@@ -343,66 +328,46 @@ TEST_F(GeneratorTest, StopStringSpanningTokensEndsTheTextBeforeIt) {
   ASSERT_FALSE(stop.empty());
   GeneratorOptions go;
   go.stop_strings = {stop};
-  auto gen = Generator::Create(*tok_, std::move(go));
-  ASSERT_TRUE(gen.ok());
-  auto s = NewSession();
-  Sampler sampler = NewSampler(3);
-  const std::vector<int> prompt = Prompt();
-  GenerationRequest req;
-  req.prompt = prompt.data();
-  req.prompt_len = prompt.size();
-  req.max_tokens = 200;
+  ASSERT_NO_FATAL_FAILURE(Prepare(3, std::move(go)));
+  req_.max_tokens = 200;
   Collected out;
-  const GenerationResult r = gen->Run(*s, sampler, req, Into(&out));
+  const GenerationResult r = RunInto(&out);
   EXPECT_EQ(r.reason, StopReason::kStopString);
-  EXPECT_EQ(out.Text(), ref_text.substr(0, at)) << "stop '" << stop << "'";
+  EXPECT_EQ(out.Text(), ref_text_.substr(0, at)) << "stop '" << stop << "'";
 }
 
 TEST_F(GeneratorTest, CancelIsCheckedBeforeEveryToken) {
-  auto gen = Generator::Create(*tok_, {});
-  ASSERT_TRUE(gen.ok());
-  auto s = NewSession();
-  Sampler sampler = NewSampler(1);
-  const std::vector<int> prompt = Prompt();
+  ASSERT_NO_FATAL_FAILURE(Prepare(1));
   std::atomic<bool> cancel{false};
-  GenerationRequest req;
-  req.prompt = prompt.data();
-  req.prompt_len = prompt.size();
-  req.cancel = &cancel;
+  req_.cancel = &cancel;
   uint64_t fed_at_cancel = 0;
-  const GenerationResult r = gen->Run(*s, sampler, req, [&](std::string_view) {
-    if (s->tokens_fed() >= prompt.size() + 7 && !cancel.load()) {
+  const GenerationResult r = gen_->Run(*session_, *sampler_, req_, [&](std::string_view) {
+    if (session_->tokens_fed() >= prompt_.size() + 7 && !cancel.load()) {
       cancel.store(true);
-      fed_at_cancel = s->tokens_fed();
+      fed_at_cancel = session_->tokens_fed();
     }
     return true;
   });
   EXPECT_EQ(r.reason, StopReason::kCancelled);
-  EXPECT_EQ(s->tokens_fed(), fed_at_cancel) << "no token after the flag was set";
+  EXPECT_EQ(session_->tokens_fed(), fed_at_cancel) << "no token after the flag was set";
 
   cancel.store(true);  // set before the run: the prompt is fed, nothing generated
   auto s2 = NewSession();
-  const GenerationResult r2 = gen->Run(*s2, sampler, req, [](std::string_view) { return true; });
+  const GenerationResult r2 = gen_->Run(*s2, *sampler_, req_, [](std::string_view) { return true; });
   EXPECT_EQ(r2.reason, StopReason::kCancelled);
   EXPECT_EQ(r2.tokens, 0);
-  EXPECT_EQ(s2->tokens_fed(), prompt.size());
+  EXPECT_EQ(s2->tokens_fed(), prompt_.size());
 }
 
 TEST_F(GeneratorTest, SinkStopsAndErrors) {
-  auto gen = Generator::Create(*tok_, {});
-  ASSERT_TRUE(gen.ok());
-  auto s = NewSession();
-  Sampler sampler = NewSampler(1);
+  ASSERT_NO_FATAL_FAILURE(Prepare(1));
   GenerationRequest empty;  // nothing fed yet and no prompt
-  GenerationResult r = gen->Run(*s, sampler, empty, [](std::string_view) { return true; });
+  GenerationResult r = gen_->Run(*session_, *sampler_, empty, [](std::string_view) { return true; });
   EXPECT_EQ(r.reason, StopReason::kError);
   EXPECT_EQ(r.status.code(), StatusCode::kFailedPrecondition);
 
-  const std::vector<int> prompt = Prompt();
-  GenerationRequest req;
-  req.prompt = prompt.data();
-  req.prompt_len = prompt.size();
-  r = gen->Run(*s, sampler, req, [](std::string_view) { return false; });
+  GenerationRequest req = req_;
+  r = gen_->Run(*session_, *sampler_, req, [](std::string_view) { return false; });
   EXPECT_EQ(r.reason, StopReason::kSinkStopped);
   EXPECT_GE(r.tokens, 1);
   EXPECT_LE(r.tokens, 2);  // the first text may wait one token for a whole character
@@ -410,7 +375,7 @@ TEST_F(GeneratorTest, SinkStopsAndErrors) {
   const int bad[] = {1, 512};
   req.prompt = bad;
   req.prompt_len = 2;
-  r = gen->Run(*s, sampler, req, [](std::string_view) { return true; });
+  r = gen_->Run(*session_, *sampler_, req, [](std::string_view) { return true; });
   EXPECT_EQ(r.reason, StopReason::kError);
   EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
 
@@ -420,12 +385,10 @@ TEST_F(GeneratorTest, SinkStopsAndErrors) {
   o.kv.capacity = 64;
   auto full = Session::Create(*model_, o);
   ASSERT_TRUE(full.ok());
-  req.prompt = prompt.data();
-  req.prompt_len = prompt.size();
-  r = gen->Run(**full, sampler, req, [](std::string_view) { return true; });
+  r = gen_->Run(**full, *sampler_, req_, [](std::string_view) { return true; });
   EXPECT_EQ(r.reason, StopReason::kError);
   EXPECT_EQ(r.status.code(), StatusCode::kResourceExhausted);
-  EXPECT_EQ(r.tokens, 64 - static_cast<int64_t>(prompt.size()));
+  EXPECT_EQ(r.tokens, 64 - static_cast<int64_t>(prompt_.size()));
 }
 
 // Two threads, an evicting cache and stop strings that keep prefixes held:
@@ -434,14 +397,11 @@ TEST_F(GeneratorTest, LoopAllocatesNothing) {
   GeneratorOptions go;
   go.stop_strings = {"\x01never", "e never\x01", " the end of the end"};
   go.is_end_of_generation = [](int) { return false; };
-  auto gen = Generator::Create(*tok_, std::move(go));
-  ASSERT_TRUE(gen.ok());
+  ASSERT_NO_FATAL_FAILURE(Prepare(11, std::move(go)));
   auto s = NewSession(/*threads=*/2);
-  Sampler sampler = NewSampler(11);
-  const std::vector<int> prompt = Prompt();
-  ASSERT_TRUE(s->Feed(prompt.data(), prompt.size()).ok());
+  ASSERT_TRUE(s->Feed(prompt_.data(), prompt_.size()).ok());
   GenerationRequest req;
-  req.prev_token = prompt.back();
+  req.prev_token = prompt_.back();
   req.max_tokens = testing::ScaledCount(3000, 200);
   std::atomic<bool> cancel{false};
   req.cancel = &cancel;
@@ -449,7 +409,7 @@ TEST_F(GeneratorTest, LoopAllocatesNothing) {
   GenerationResult r;
   {
     ScopedAllocationCounter allocations;
-    r = gen->Run(*s, sampler, req, [&](std::string_view t) {
+    r = gen_->Run(*s, *sampler_, req, [&](std::string_view t) {
       bytes += t.size();
       return true;
     });

@@ -25,19 +25,13 @@
 #include "runtime/engine/token_history.h"
 #include "runtime/model/fingerprint.h"
 #include "runtime/model/model_loader.h"
+#include "tests/testing/stories.h"
 #include "tests/testing/test_data.h"
 
 namespace kvedge {
 namespace {
 
-const ModelWeights& Stories() {
-  static const ModelWeights* m = [] {
-    auto w = LoadModel(testing::SharedPath("models/stories260K.bin"));
-    KVEDGE_CHECK(w.ok());
-    return std::move(w).value().release();
-  }();
-  return *m;
-}
+const ModelWeights& Stories() { return testing::StoriesModel(); }
 
 std::vector<int> RandomTokens(size_t n, int vocab, uint32_t seed) {
   std::mt19937 rng(seed);

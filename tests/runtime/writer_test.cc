@@ -12,7 +12,7 @@
 #include "simd/model_kernels_ref.h"
 #include "simd/weight_quant.h"
 #include "runtime/tokenizer/spm_tokenizer.h"
-#include "simd/kv_format.h"
+#include "simd/float16.h"
 #include "tests/testing/test_data.h"
 
 namespace kvedge {
@@ -140,7 +140,7 @@ class ConvertTest : public ::testing::Test {
 
   std::unique_ptr<ModelWeights> Convert(WeightType type) {
     const std::string path = TempDir() + "/stories260K.gguf";
-    Status s = ConvertToGguf(*model_, *tokenizer_, path, type);
+    Status s = ConvertToGguf(*model_, tokenizer_->Vocabulary(), path, type);
     EXPECT_TRUE(s.ok()) << s.ToString();
     auto m = LoadModel(path);
     EXPECT_TRUE(m.ok()) << m.status().ToString();

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "platform/thread_arena.h"
-#include "simd/kv_format.h"
+#include "simd/float16.h"
 #include "simd/matvec_blocks.h"
 #include "simd/model_kernels.h"
 #include "simd/model_kernels_ref.h"
