@@ -32,6 +32,7 @@ start() {
   shift
   "${kvedge}" serve "${model[@]}" --port 0 -t 1 "$@" >"${work}/${name}.out" 2>"${work}/${name}.err" &
   PID=$!
+  ERR="${work}/${name}.err"
   pids+=("${PID}")
   for _ in $(seq 200); do
     if PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "${work}/${name}.out" 2>/dev/null | grep -o '[0-9]*$'); then
@@ -47,7 +48,7 @@ stop() {
   kill -TERM "$1"
   local rc=0
   wait "$1" || rc=$?
-  [[ ${rc} == 0 ]] || fail "server exited with ${rc} on SIGTERM"
+  [[ ${rc} == 0 ]] || { tail -30 "${ERR}" >&2; fail "server exited with ${rc} on SIGTERM"; }
 }
 # json FILE PYTHON-EXPR (on d): prints the value.
 json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
