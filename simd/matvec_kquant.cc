@@ -102,15 +102,19 @@ HWY_INLINE V16x32 GroupScales(int a, int b, size_t l) {
   return hn::IfThenElse(hn::Lt(hn::Iota(d16, 0), hn::Set(d16, 16)), va, vb);
 }
 
-// Scale and min j (0..7) of a Q4_K/Q5_K super-block (ggml's get_scale_min_k4).
-HWY_INLINE void ScaleMin(int j, const uint8_t* q, int* d, int* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
-  }
+// The 8 scales (sc[0, 8)) and 8 mins (sc[8, 16)) of a Q4_K/Q5_K super-block
+// from its 12 packed bytes: ggml's get_scale_min_k4 for all j at once, with
+// 32-bit word operations (ggml's vec_dot unpacking).
+HWY_INLINE void UnpackScalesMins(const uint8_t* packed, uint8_t* sc) {
+  constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+  uint32_t u[4];
+  std::memcpy(u, packed, 12);
+  u[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
+  const uint32_t mins_lo = u[1] & kmask1;
+  u[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
+  u[2] = mins_lo;
+  u[0] &= kmask1;
+  std::memcpy(sc, u, 16);
 }
 
 // Q4_K (qh null) and Q5_K: sc·q; mins[j] = the min of sub-block j (of 32).
@@ -121,13 +125,12 @@ HWY_INLINE void DecodeQ45(const Block& b, const uint8_t* qh, int16_t* tile, cons
   const hn::Rebind<uint8_t, D16x32> du8;
   const size_t n = hn::Lanes(d16);
   const auto k15 = hn::Set(d16, 15), k1 = hn::Set(d16, 1);
+  uint8_t sc[16];  // [8] scales, [8] mins
+  UnpackScalesMins(b.scales, sc);
+  for (int j = 0; j < 8; ++j) mins[j] = sc[8 + j];
   for (int j = 0; j < 4; ++j) {
-    int sc_lo, sc_hi, m_lo, m_hi;
-    ScaleMin(2 * j, b.scales, &sc_lo, &m_lo);
-    ScaleMin(2 * j + 1, b.scales, &sc_hi, &m_hi);
-    mins[2 * j] = m_lo;
-    mins[2 * j + 1] = m_hi;
-    const auto vs_lo = hn::Set(d16, static_cast<int16_t>(sc_lo)), vs_hi = hn::Set(d16, static_cast<int16_t>(sc_hi));
+    const auto vs_lo = hn::Set(d16, static_cast<int16_t>(sc[2 * j]));
+    const auto vs_hi = hn::Set(d16, static_cast<int16_t>(sc[2 * j + 1]));
     const uint8_t* q = b.qs + 32 * j;
     for (size_t l = 0; l < 32; l += n) {
       const auto bytes = hn::PromoteTo(d16, hn::LoadU(du8, q + l));
