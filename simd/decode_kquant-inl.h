@@ -1,4 +1,5 @@
-// Per-target decoders of the K-quant super-blocks (Q2_K … Q6_K): 256
+// Per-target decoders of the K-quant super-blocks read through the
+// block-tile kernels (Q2_K, Q3_K; Q4_K … Q6_K take matvec_kquant.cc): 256
 // weights → f32 with the same f32 operations, in the same order, as the
 // table's scalar dequantizers (weight_format.cc), so the values are ggml's
 // bit for bit. The packed 6-bit scales are unpacked with scalar code once
@@ -83,69 +84,6 @@ HWY_INLINE void DecodeQ3_K(DF df, const BlockQ3_K& b, float* y) {
         }, y);
         y += 16;
       }
-    }
-  }
-}
-
-// Scale and min j (0..7) of a Q4_K/Q5_K super-block (ggml's get_scale_min_k4).
-HWY_INLINE void ScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
-  }
-}
-
-// Q4_K (kFifthBit false) and Q5_K: 8 sub-blocks of 32, y = d·sc·q − dmin·m.
-template <bool kFifthBit, class DF, class Block>
-HWY_INLINE void DecodeQ45_K(DF df, const Block& b, const uint8_t* qh, float* y) {
-  const hn::RebindToSigned<DF> di;
-  const float d = HalfToFloat(b.d), min = HalfToFloat(b.dmin);
-  const uint8_t* ql = b.qs;
-  for (int j = 0; j < 4; ++j, ql += 32) {
-    for (int half = 0; half < 2; ++half) {
-      uint8_t sc, m;
-      ScaleMinK4(2 * j + half, b.scales, &sc, &m);
-      const float dl = d * sc, ml = min * m;
-      for (int part = 0; part < 2; ++part) {  // two runs of 16 of the 32
-        const size_t o = 16 * part;
-        StoreAffine16(df, dl, ml, [&](size_t l) HWY_ATTR {
-          const auto bytes = LoadBytesI32(df, ql + o + l);
-          auto v = half == 0 ? hn::And(bytes, hn::Set(di, 15)) : hn::ShiftRight<4>(bytes);
-          if constexpr (kFifthBit) {
-            const auto h = hn::And(hn::Shr(LoadBytesI32(df, qh + o + l), hn::Set(di, 2 * j + half)), hn::Set(di, 1));
-            v = hn::Add(v, hn::ShiftLeft<4>(h));
-          }
-          return v;
-        }, y);
-        y += 16;
-      }
-    }
-  }
-}
-
-template <class DF>
-HWY_INLINE void DecodeQ6_K(DF df, const BlockQ6_K& b, float* y) {
-  const hn::RebindToSigned<DF> di;
-  const float d = HalfToFloat(b.d);
-  const uint8_t* ql = b.ql;
-  const uint8_t* qh = b.qh;
-  const int8_t* sc = b.scales;
-  const auto k15 = hn::Set(di, 15), k3 = hn::Set(di, 3), k32 = hn::Set(di, 32);
-  for (int n = 0; n < kSuperBlock; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {
-    for (size_t l = 0; l < 32; l += hn::Lanes(df)) {
-      const size_t is = l / 16;
-      const auto lo0 = LoadBytesI32(df, ql + l), lo1 = LoadBytesI32(df, ql + l + 32), h = LoadBytesI32(df, qh + l);
-      const auto q1 = hn::Sub(hn::Or(hn::And(lo0, k15), hn::ShiftLeft<4>(hn::And(h, k3))), k32);
-      const auto q2 = hn::Sub(hn::Or(hn::And(lo1, k15), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<2>(h), k3))), k32);
-      const auto q3 = hn::Sub(hn::Or(hn::ShiftRight<4>(lo0), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<4>(h), k3))), k32);
-      const auto q4 = hn::Sub(hn::Or(hn::ShiftRight<4>(lo1), hn::ShiftLeft<4>(hn::ShiftRight<6>(h))), k32);
-      hn::StoreU(hn::Mul(hn::Set(df, d * sc[is + 0]), hn::ConvertTo(df, q1)), df, y + l);
-      hn::StoreU(hn::Mul(hn::Set(df, d * sc[is + 2]), hn::ConvertTo(df, q2)), df, y + l + 32);
-      hn::StoreU(hn::Mul(hn::Set(df, d * sc[is + 4]), hn::ConvertTo(df, q3)), df, y + l + 64);
-      hn::StoreU(hn::Mul(hn::Set(df, d * sc[is + 6]), hn::ConvertTo(df, q4)), df, y + l + 96);
     }
   }
 }

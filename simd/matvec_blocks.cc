@@ -150,17 +150,6 @@ HWY_INLINE void DecodeTile(DF df, const WeightFormat& f, const uint8_t* src, siz
       case WeightType::kIQ4_XS: DecodeIQ4_XS(df, *reinterpret_cast<const BlockIQ4_XS*>(b), y); break;
       case WeightType::kQ2_K: DecodeQ2_K(df, *reinterpret_cast<const BlockQ2_K*>(b), y); break;
       case WeightType::kQ3_K: DecodeQ3_K(df, *reinterpret_cast<const BlockQ3_K*>(b), y); break;
-      case WeightType::kQ4_K: {
-        const auto& q = *reinterpret_cast<const BlockQ4_K*>(b);
-        DecodeQ45_K<false>(df, q, nullptr, y);
-        break;
-      }
-      case WeightType::kQ5_K: {
-        const auto& q = *reinterpret_cast<const BlockQ5_K*>(b);
-        DecodeQ45_K<true>(df, q, q.qh, y);
-        break;
-      }
-      case WeightType::kQ6_K: DecodeQ6_K(df, *reinterpret_cast<const BlockQ6_K*>(b), y); break;
       default: return f.dequantize(src, out, len);
     }
   }

@@ -1,6 +1,7 @@
 // Model kernels (matvec/matmul over f32/f16/bf16/Q8_0/Q4_0 weights, RMSNorm,
 // SwiGLU, adds) compiled once per Highway target and dispatched at run time.
-// The other block formats (K-quants, IQ4, Q4_1, Q5_x) run in matvec_blocks.cc.
+// Q4_K/Q5_K/Q6_K run in matvec_kquant.cc, the other block formats (Q2_K,
+// Q3_K, IQ4, Q4_1, Q5_x) in matvec_blocks.cc.
 //
 // Weight products are memory-bound in decode: every kernel streams each weight
 // byte once, with f32 accumulators. Quantized formats (Q8_0, Q4_0) take the
@@ -27,6 +28,7 @@
 
 #include "simd/half_inline.h"
 #include "simd/matvec_blocks.h"
+#include "simd/matvec_kquant.h"
 #include "simd/model_kernels.h"
 #include "simd/x86_vnni.h"
 
@@ -1349,7 +1351,9 @@ bool InterleavedWeightsPreferred() { return HWY_DYNAMIC_DISPATCH(InterleavedPref
 // One dispatch per contiguous row range, to the kernel family of w's type
 // (WeightKernel in weight_format.h).
 void MatVecRange(const MatrixView& w, const float* x, float* y, size_t begin, size_t end) {
-  if (GetWeightFormat(w.type).kernel == WeightKernel::kBlockTile) return BlockTileRows(w, x, 1, y, begin, end);
+  const WeightKernel kernel = GetWeightFormat(w.type).kernel;
+  if (kernel == WeightKernel::kBlockTile) return BlockTileRows(w, x, 1, y, begin, end);
+  if (kernel == WeightKernel::kInt8K) return KQuantRows(w, x, 1, y, begin, end);
   HWY_DYNAMIC_DISPATCH(MatVecRowsT)(w, x, y, begin, end);
 }
 
@@ -1371,7 +1375,9 @@ void MatMul(const MatrixView& w, const float* x, size_t n, float* y, ThreadArena
   CheckShape(w);
   if (n == 0) return;
   ForRowRanges(w, arena, [&](size_t begin, size_t end) {
-    if (GetWeightFormat(w.type).kernel == WeightKernel::kBlockTile) return BlockTileRows(w, x, n, y, begin, end);
+    const WeightKernel kernel = GetWeightFormat(w.type).kernel;
+    if (kernel == WeightKernel::kBlockTile) return BlockTileRows(w, x, n, y, begin, end);
+    if (kernel == WeightKernel::kInt8K) return KQuantRows(w, x, n, y, begin, end);
     HWY_DYNAMIC_DISPATCH(MatMulRowsT)(w, x, n, y, begin, end);
   });
 }

@@ -2,11 +2,13 @@
 #include "simd/model_kernels_ref.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
 #include "simd/float16.h"
+#include "simd/matvec_kquant.h"
 
 namespace kvedge {
 
@@ -124,6 +126,89 @@ void MatVecRowsQuantizedActivations(const MatrixView& w, const float* x, float* 
       sum += static_cast<double>(dw) * dx[b] * isum;
     }
     y[r] = static_cast<float>(sum);
+  }
+}
+
+namespace {
+
+// Scale and min j (0..7) of a Q4_K/Q5_K super-block (ggml's get_scale_min_k4).
+void ScaleMinK4(int j, const uint8_t* q, int* d, int* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
+  }
+}
+
+// Super-block sb of row r: S, M (see MatVecRowsQ8K), dw and dmin.
+struct KSums {
+  int64_t s = 0, m = 0;
+  float dw = 0.0f, dmin = 0.0f;
+};
+
+template <class Block>
+KSums Q45Sums(const Block& b, const uint8_t* qh, const BlockQ8_K& a) {
+  KSums out;
+  out.dw = F32FromF16(b.d);
+  out.dmin = F32FromF16(b.dmin);
+  for (int j = 0; j < 8; ++j) {  // sub-blocks of 32: nibble j % 2 of bytes 32·(j/2) …
+    int sc, mn;
+    ScaleMinK4(j, b.scales, &sc, &mn);
+    for (int l = 0; l < 32; ++l) {
+      int q = (b.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15;
+      if (qh != nullptr) q += ((qh[l] >> j) & 1) << 4;
+      out.s += static_cast<int64_t>(sc) * q * a.qs[32 * j + l];
+    }
+    out.m += static_cast<int64_t>(mn) * (a.bsums[2 * j] + a.bsums[2 * j + 1]);
+  }
+  return out;
+}
+
+KSums Q6Sums(const BlockQ6_K& b, const BlockQ8_K& a) {
+  KSums out;
+  out.dw = F32FromF16(b.d);
+  for (int i = 0; i < kSuperBlock; ++i) {
+    const int half = i / 128, quarter = (i % 128) / 32, l = i % 32;
+    const uint8_t low = b.ql[64 * half + l + 32 * (quarter & 1)];
+    const int lo = quarter < 2 ? low & 15 : low >> 4;
+    const int hi = (b.qh[32 * half + l] >> (2 * quarter)) & 3;
+    const int sc = b.scales[8 * half + l / 16 + 2 * quarter];
+    out.s += static_cast<int64_t>(sc) * ((lo | hi << 4) - 32) * a.qs[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+void MatVecRowsQ8K(const MatrixView& w, const float* x, float* y, size_t row_begin, size_t row_end) {
+  if (GetWeightFormat(w.type).kernel != WeightKernel::kInt8K || w.layout != WeightLayout::kRows) {
+    std::fprintf(stderr, "%s:%d: Q8_K reference needs a Q4_K, Q5_K or Q6_K matrix in rows\n", __FILE__, __LINE__);
+    std::abort();
+  }
+  const size_t nsb = w.cols / kSuperBlock;
+  std::vector<BlockQ8_K> a(nsb);
+  QuantizeRowQ8_K(x, a.data(), w.cols);
+  const size_t row_bytes = WeightRowBytes(w.type, w.cols);
+  for (size_t r = row_begin; r < row_end; ++r) {
+    const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * row_bytes;
+    float acc = 0.0f;
+    for (size_t s = 0; s < nsb; ++s) {
+      KSums k;
+      switch (w.type) {
+        case WeightType::kQ4_K: k = Q45Sums(reinterpret_cast<const BlockQ4_K*>(row)[s], nullptr, a[s]); break;
+        case WeightType::kQ5_K: {
+          const auto& b = reinterpret_cast<const BlockQ5_K*>(row)[s];
+          k = Q45Sums(b, b.qh, a[s]);
+          break;
+        }
+        default: k = Q6Sums(reinterpret_cast<const BlockQ6_K*>(row)[s], a[s]); break;
+      }
+      acc = std::fma(k.dw * a[s].d, static_cast<float>(static_cast<int32_t>(k.s)), acc);
+      if (w.type != WeightType::kQ6_K) acc = std::fma(-(k.dmin * a[s].d), static_cast<float>(static_cast<int32_t>(k.m)), acc);
+    }
+    y[r] = acc;
   }
 }
 

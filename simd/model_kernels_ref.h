@@ -29,6 +29,15 @@ void QuantizeActivations(const float* x, size_t cols, int16_t* q, float* dx);
 void MatVecRowsQuantizedActivations(const MatrixView& w, const float* x, float* y, size_t row_begin,
                                     size_t row_end);
 
+// llama.cpp's K-quant dot product (ggml_vec_dot_q{4,5,6}_K_q8_K), the model
+// of the fast Q4_K/Q5_K/Q6_K path (matvec_kquant.h): x quantized to Q8_K
+// (QuantizeRowQ8_K), then per super-block, from the block definitions,
+// S = Σ_i sc(i)·q_w(i)·q_x(i) (Q6_K: q_w − 32) and M = Σ_j min_j·(Σ q_x over
+// sub-block j) exact in integers, folded in super-block order as
+//   acc = fma(dw·dx, S, acc); acc = fma(−(dmin·dx), M, acc)  (Q6_K: no M).
+// w: a Q4_K, Q5_K or Q6_K matrix in kRows layout.
+void MatVecRowsQ8K(const MatrixView& w, const float* x, float* y, size_t row_begin, size_t row_end);
+
 void RmsNorm(const float* x, const float* weight, size_t n, float eps, float* out);
 void SwiGlu(const float* gate, const float* up, size_t n, float* out);
 void GeluTanhMul(const float* gate, const float* up, size_t n, float* out);

@@ -1,0 +1,339 @@
+// K-quant (Q4_K, Q5_K, Q6_K) matrix products on Q8_K activations, per
+// Highway target: llama.cpp's integer dot product. Each call quantizes its
+// input vectors once per chunk of 64 super-blocks (16384 columns) to Q8_K
+// (QuantizeRowQ8_K, then widened to int16 on the stack: no heap). Each
+// weight super-block is decoded to int16 sub-block scale × code (|·| ≤ 4096)
+// — once per pass of up to kVecTile vectors into a 512-byte tile (MatMul),
+// or straight into the products (MatVec) — which meets the int16 activation
+// codes in int16×int16→int32 multiply-adds (exact: |S| < 2^31); one
+// horizontal sum per super-block and vector gives
+// S, and two scalar FMAs fold it (and the mins term) into the f32 running
+// sum in super-block order. Every (row, vector) pair runs the same op
+// sequence in any call shape, so MatVec with any thread count, MatMul and
+// ref::MatVecRowsQ8K agree bit for bit.
+#include "platform/hwy_target_policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "simd/half_inline.h"
+#include "simd/matvec_kquant.h"
+#include "simd/weight_format.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "simd/matvec_kquant.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kvedge {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+constexpr size_t kChunkSuperBlocks = 64;  // activations quantized per chunk (16384 columns)
+constexpr size_t kVecTile = 4;            // input vectors per decode of a super-block
+
+// One input vector's Q8_K activations over one chunk, codes widened to int16.
+struct ActChunk {
+  HWY_ALIGN int16_t q[kChunkSuperBlocks * kSuperBlock];  // [super-block][256] codes
+  float d[kChunkSuperBlocks];                            // [super-block] scales
+  int32_t bsum32[kChunkSuperBlocks][8];                  // [super-block][sub-block of 32] Σ codes
+};
+
+// Quantizes x: f32 [nsb·256] into c (nsb ≤ kChunkSuperBlocks).
+HWY_INLINE void PrepareChunk(const float* x, size_t nsb, ActChunk* c) {
+  BlockQ8_K blocks[kChunkSuperBlocks];
+  QuantizeRowQ8_K(x, blocks, nsb * kSuperBlock);
+  const hn::ScalableTag<int16_t> d16;
+  const hn::Rebind<int8_t, decltype(d16)> d8;
+  const size_t n = hn::Lanes(d16);
+  for (size_t s = 0; s < nsb; ++s) {
+    for (size_t i = 0; i < kSuperBlock; i += n) {
+      hn::Store(hn::PromoteTo(d16, hn::LoadU(d8, blocks[s].qs + i)), d16, c->q + s * kSuperBlock + i);
+    }
+    c->d[s] = blocks[s].d;
+    for (int j = 0; j < 8; ++j) c->bsum32[s][j] = blocks[s].bsums[2 * j] + blocks[s].bsums[2 * j + 1];
+  }
+}
+
+// Σ w[i]·x[i] over one super-block, exact. w, x: [256] int16, aligned.
+HWY_INLINE int32_t TileDot(const int16_t* HWY_RESTRICT w, const int16_t* HWY_RESTRICT x) {
+  const hn::ScalableTag<int16_t> d16;
+  const hn::Repartition<int32_t, decltype(d16)> d32;
+  const size_t n = hn::Lanes(d16);
+  auto s0 = hn::Zero(d32), s1 = hn::Zero(d32);
+  for (size_t i = 0; i < static_cast<size_t>(kSuperBlock); i += n) {
+    s0 = hn::ReorderWidenMulAccumulate(d32, hn::Load(d16, w + i), hn::Load(d16, x + i), s0, s1);
+  }
+  return hn::GetLane(hn::SumOfLanes(d32, hn::RearrangeToOddPlusEven(s0, s1)));
+}
+
+// ------------------------------ decoders: super-block → scale·code
+// Each decoder walks a super-block in ggml's weight order, a vector of int16
+// scale·code (|·| ≤ 4096) at a time, and either stores it into an aligned
+// [256] int16 tile (kDot false: MatMul decodes once for up to kVecTile
+// vectors) or multiply-adds it straight into s0/s1 against the activation
+// codes x (kDot true: MatVec, no tile round trip). D16 has ≤ 32 lanes, so a
+// vector spans at most one 32-weight group.
+using D16x32 = hn::CappedTag<int16_t, 32>;
+using D32x16 = hn::Repartition<int32_t, D16x32>;
+using V16x32 = hn::Vec<D16x32>;
+using V32x16 = hn::Vec<D32x16>;
+
+template <bool kDot>
+HWY_INLINE void Emit(V16x32 w, size_t off, int16_t* tile, const int16_t* x, V32x16& s0, V32x16& s1) {
+  const D16x32 d16;
+  if constexpr (kDot) {
+    s0 = hn::ReorderWidenMulAccumulate(D32x16(), w, hn::Load(d16, x + off), s0, s1);
+  } else {
+    hn::Store(w, d16, tile + off);
+  }
+}
+
+// Scales of lanes [l, l + N) of a 32-weight group whose first 16 weights
+// have scale a and last 16 scale b (l a multiple of N).
+HWY_INLINE V16x32 GroupScales(int a, int b, size_t l) {
+  const D16x32 d16;
+  const auto va = hn::Set(d16, static_cast<int16_t>(a)), vb = hn::Set(d16, static_cast<int16_t>(b));
+  if (hn::Lanes(d16) <= 16) return l < 16 ? va : vb;
+  return hn::IfThenElse(hn::Lt(hn::Iota(d16, 0), hn::Set(d16, 16)), va, vb);
+}
+
+// The 8 scales (sc[0, 8)) and 8 mins (sc[8, 16)) of a Q4_K/Q5_K super-block
+// from its 12 packed bytes: ggml's get_scale_min_k4 for all j at once, with
+// 32-bit word operations (ggml's vec_dot unpacking).
+HWY_INLINE void UnpackScalesMins(const uint8_t* packed, uint8_t* sc) {
+  constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+  uint32_t u[4];
+  std::memcpy(u, packed, 12);
+  u[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
+  const uint32_t mins_lo = u[1] & kmask1;
+  u[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
+  u[2] = mins_lo;
+  u[0] &= kmask1;
+  std::memcpy(sc, u, 16);
+}
+
+// Q4_K (qh null) and Q5_K: sc·q; mins[j] = the min of sub-block j (of 32).
+template <bool kDot, class Block>
+HWY_INLINE void DecodeQ45(const Block& b, const uint8_t* qh, int16_t* tile, const int16_t* x, int32_t* mins,
+                          V32x16& s0, V32x16& s1) {
+  const D16x32 d16;
+  const hn::Rebind<uint8_t, D16x32> du8;
+  const size_t n = hn::Lanes(d16);
+  const auto k15 = hn::Set(d16, 15), k1 = hn::Set(d16, 1);
+  uint8_t sc[16];  // [8] scales, [8] mins
+  UnpackScalesMins(b.scales, sc);
+  for (int j = 0; j < 8; ++j) mins[j] = sc[8 + j];
+  for (int j = 0; j < 4; ++j) {
+    const auto vs_lo = hn::Set(d16, static_cast<int16_t>(sc[2 * j]));
+    const auto vs_hi = hn::Set(d16, static_cast<int16_t>(sc[2 * j + 1]));
+    const uint8_t* q = b.qs + 32 * j;
+    for (size_t l = 0; l < 32; l += n) {
+      const auto bytes = hn::PromoteTo(d16, hn::LoadU(du8, q + l));
+      auto lo = hn::And(bytes, k15);
+      auto hi = hn::ShiftRight<4>(bytes);
+      if (qh != nullptr) {
+        const auto h = hn::PromoteTo(d16, hn::LoadU(du8, qh + l));
+        lo = hn::Or(lo, hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(h, 2 * j), k1)));
+        hi = hn::Or(hi, hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(h, 2 * j + 1), k1)));
+      }
+      Emit<kDot>(hn::Mul(lo, vs_lo), 64 * j + l, tile, x, s0, s1);
+      Emit<kDot>(hn::Mul(hi, vs_hi), 64 * j + 32 + l, tile, x, s0, s1);
+    }
+  }
+}
+
+// Q6_K: sc·(q − 32); weight i has scale scales[i / 16].
+template <bool kDot>
+HWY_INLINE void DecodeQ6(const BlockQ6_K& b, int16_t* tile, const int16_t* x, V32x16& s0, V32x16& s1) {
+  const D16x32 d16;
+  const hn::Rebind<uint8_t, D16x32> du8;
+  const size_t n = hn::Lanes(d16);
+  const auto k15 = hn::Set(d16, 15), k3 = hn::Set(d16, 3), k32 = hn::Set(d16, 32);
+  const uint8_t* ql = b.ql;
+  const uint8_t* qh = b.qh;
+  const int8_t* sc = b.scales;
+  for (size_t half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8) {
+    const size_t o = 128 * half;
+    for (size_t l = 0; l < 32; l += n) {
+      const auto lo0 = hn::PromoteTo(d16, hn::LoadU(du8, ql + l));
+      const auto lo1 = hn::PromoteTo(d16, hn::LoadU(du8, ql + l + 32));
+      const auto h = hn::PromoteTo(d16, hn::LoadU(du8, qh + l));
+      const auto q1 = hn::Sub(hn::Or(hn::And(lo0, k15), hn::ShiftLeft<4>(hn::And(h, k3))), k32);
+      const auto q2 = hn::Sub(hn::Or(hn::And(lo1, k15), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<2>(h), k3))), k32);
+      const auto q3 = hn::Sub(hn::Or(hn::ShiftRight<4>(lo0), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<4>(h), k3))), k32);
+      const auto q4 = hn::Sub(hn::Or(hn::ShiftRight<4>(lo1), hn::ShiftLeft<4>(hn::ShiftRight<6>(h))), k32);
+      Emit<kDot>(hn::Mul(q1, GroupScales(sc[0], sc[1], l)), o + l, tile, x, s0, s1);
+      Emit<kDot>(hn::Mul(q2, GroupScales(sc[2], sc[3], l)), o + l + 32, tile, x, s0, s1);
+      Emit<kDot>(hn::Mul(q3, GroupScales(sc[4], sc[5], l)), o + l + 64, tile, x, s0, s1);
+      Emit<kDot>(hn::Mul(q4, GroupScales(sc[6], sc[7], l)), o + l + 96, tile, x, s0, s1);
+    }
+  }
+}
+
+// Per format: Run<kDot>(b, tile, x, mins, s0, s1) is the decoder (Q6_K has
+// no mins term and leaves mins untouched).
+template <class Block>
+struct KQuant;
+template <>
+struct KQuant<BlockQ4_K> {
+  static constexpr bool kHasMins = true;
+  template <bool kDot>
+  static HWY_INLINE void Run(const BlockQ4_K& b, int16_t* tile, const int16_t* x, int32_t* mins, V32x16& s0,
+                             V32x16& s1) {
+    DecodeQ45<kDot>(b, nullptr, tile, x, mins, s0, s1);
+  }
+};
+template <>
+struct KQuant<BlockQ5_K> {
+  static constexpr bool kHasMins = true;
+  template <bool kDot>
+  static HWY_INLINE void Run(const BlockQ5_K& b, int16_t* tile, const int16_t* x, int32_t* mins, V32x16& s0,
+                             V32x16& s1) {
+    DecodeQ45<kDot>(b, b.qh, tile, x, mins, s0, s1);
+  }
+};
+template <>
+struct KQuant<BlockQ6_K> {
+  static constexpr bool kHasMins = false;
+  template <bool kDot>
+  static HWY_INLINE void Run(const BlockQ6_K& b, int16_t* tile, const int16_t* x, int32_t* /*mins*/, V32x16& s0,
+                             V32x16& s1) {
+    DecodeQ6<kDot>(b, tile, x, s0, s1);
+  }
+};
+
+// tile = the super-block's scale·code, mins its mins.
+template <class Block>
+HWY_INLINE void DecodeTile(const Block& b, int16_t* tile, int32_t* mins) {
+  V32x16 s0 = hn::Zero(D32x16()), s1 = s0;
+  KQuant<Block>::template Run<false>(b, tile, nullptr, mins, s0, s1);
+}
+
+// Σ scale·code·x over the super-block, exact, without a tile. x: [256] int16.
+template <class Block>
+HWY_INLINE int32_t FusedDot(const Block& b, const int16_t* x, int32_t* mins) {
+  const D32x16 d32;
+  V32x16 s0 = hn::Zero(d32), s1 = s0;
+  KQuant<Block>::template Run<true>(b, nullptr, x, mins, s0, s1);
+  return hn::GetLane(hn::SumOfLanes(d32, hn::RearrangeToOddPlusEven(s0, s1)));
+}
+
+template <class Block>
+HWY_INLINE float Dmin(const Block& b) {
+  if constexpr (KQuant<Block>::kHasMins) {
+    return HalfToFloat(b.dmin);
+  } else {
+    return 0.0f;
+  }
+}
+
+// Rows [row_begin, row_end) × nv input vectors over super-blocks
+// [cb, cb + nsb) of each row; y[v·y_stride + r] carries each pair's running
+// sum from chunk to chunk (written when cb == 0). One vector (MatVec): the
+// fused decoder; more: decode once into the tile, then TileDot per vector
+// (the same exact integer S either way).
+template <class Block>
+HWY_NOINLINE void KQuantChunkRows(const Block* w, size_t nsb_row, size_t cb, size_t nsb, const ActChunk* xc, size_t nv,
+                                  float* y, size_t y_stride, size_t row_begin, size_t row_end) {
+  HWY_ALIGN int16_t tile[kSuperBlock];  // [256] scale·code
+  int32_t mins[8];                      // [sub-block of 32] mins
+  for (size_t r = row_begin; r < row_end; ++r) {
+    const Block* row = w + r * nsb_row + cb;
+    float acc[kVecTile];
+    for (size_t v = 0; v < nv; ++v) acc[v] = cb == 0 ? 0.0f : y[v * y_stride + r];
+    for (size_t s = 0; s < nsb; ++s) {
+      int32_t fused = 0;
+      if (nv == 1) {
+        fused = FusedDot(row[s], xc[0].q + s * kSuperBlock, mins);
+      } else {
+        DecodeTile(row[s], tile, mins);
+      }
+      const float dw = HalfToFloat(row[s].d), dmin = Dmin(row[s]);
+      for (size_t v = 0; v < nv; ++v) {
+        const float dx = xc[v].d[s];
+        const int32_t sum = nv == 1 ? fused : TileDot(tile, xc[v].q + s * kSuperBlock);
+        acc[v] = std::fma(dw * dx, static_cast<float>(sum), acc[v]);
+        if constexpr (KQuant<Block>::kHasMins) {
+          int32_t msum = 0;
+          for (int j = 0; j < 8; ++j) msum += mins[j] * xc[v].bsum32[s][j];
+          acc[v] = std::fma(-(dmin * dx), static_cast<float>(msum), acc[v]);
+        }
+      }
+    }
+    for (size_t v = 0; v < nv; ++v) y[v * y_stride + r] = acc[v];
+  }
+}
+
+template <class Block>
+void KQuantRowsOf(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
+  const size_t nsb_row = m.cols / kSuperBlock;
+  const Block* w = static_cast<const Block*>(m.data);  // [rows][cols/256] super-blocks
+  HWY_ALIGN ActChunk xc[kVecTile];                       // [tile vector] chunk activations
+  for (size_t v0 = 0; v0 < n; v0 += kVecTile) {
+    const size_t nv = std::min(kVecTile, n - v0);
+    for (size_t cb = 0; cb < nsb_row; cb += kChunkSuperBlocks) {
+      const size_t nsb = std::min(kChunkSuperBlocks, nsb_row - cb);
+      for (size_t v = 0; v < nv; ++v) PrepareChunk(x + (v0 + v) * m.cols + cb * kSuperBlock, nsb, xc + v);
+      KQuantChunkRows(w, nsb_row, cb, nsb, xc, nv, y + v0 * m.rows, m.rows, row_begin, row_end);
+    }
+  }
+}
+
+void KQuantRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
+  switch (m.type) {
+    case WeightType::kQ4_K: return KQuantRowsOf<BlockQ4_K>(m, x, n, y, row_begin, row_end);
+    case WeightType::kQ5_K: return KQuantRowsOf<BlockQ5_K>(m, x, n, y, row_begin, row_end);
+    case WeightType::kQ6_K: return KQuantRowsOf<BlockQ6_K>(m, x, n, y, row_begin, row_end);
+    default: HWY_ABORT("%s is not a Q8_K-activation type", WeightTypeName(m.type));
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace kvedge
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvedge {
+
+HWY_EXPORT(KQuantRowsT);
+
+void QuantizeRowQ8_K(const float* x, BlockQ8_K* out, size_t n) {
+  for (size_t i = 0; i < n / kSuperBlock; ++i, x += kSuperBlock) {
+    BlockQ8_K& b = out[i];
+    float max = 0.0f, amax = 0.0f;
+    for (int j = 0; j < kSuperBlock; ++j) {
+      const float ax = std::fabs(x[j]);
+      if (ax > amax) {
+        amax = ax;
+        max = x[j];
+      }
+    }
+    if (amax == 0.0f) {
+      b = BlockQ8_K{};
+      continue;
+    }
+    const float iscale = -127.0f / max;
+    for (int j = 0; j < kSuperBlock; ++j) {
+      b.qs[j] = static_cast<int8_t>(std::min(127, static_cast<int>(std::nearbyint(iscale * x[j]))));
+    }
+    for (int j = 0; j < kSuperBlock / 16; ++j) {
+      int sum = 0;
+      for (int k = 0; k < 16; ++k) sum += b.qs[16 * j + k];
+      b.bsums[j] = static_cast<int16_t>(sum);
+    }
+    b.d = 1.0f / iscale;
+  }
+}
+
+void KQuantRows(const MatrixView& w, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
+  HWY_DYNAMIC_DISPATCH(KQuantRowsT)(w, x, n, y, row_begin, row_end);
+}
+
+}  // namespace kvedge
+#endif  // HWY_ONCE

@@ -1,0 +1,240 @@
+// The Q8_K-activation K-quant kernels (matvec_kquant.cc) against llama.cpp's
+// integer dot product (ref::MatVecRowsQ8K, bit for bit) and against the f32
+// product within the activation-rounding bound, once per compiled Highway
+// target (the fixture restricts dispatch to that target). Matrices are
+// random bytes with finite f16 scale fields: every bit pattern of codes and
+// packed scales is a valid block.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "platform/thread_arena.h"
+#include "simd/kv_format.h"
+#include "simd/matvec_kquant.h"
+#include "simd/model_kernels.h"
+#include "simd/model_kernels_ref.h"
+#include "simd/weight_format.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "tests/simd/matvec_kquant_test.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/tests/test_util-inl.h"
+
+#ifndef KVEDGE_TESTS_SIMD_MATVEC_KQUANT_TEST_HELPERS_
+#define KVEDGE_TESTS_SIMD_MATVEC_KQUANT_TEST_HELPERS_
+namespace kvedge {
+namespace {
+
+constexpr double kUnitRoundoff = 0x1.0p-24;
+constexpr WeightType kTypes[] = {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K};
+
+// Byte offsets of the f16 fields d and (Q4_K/Q5_K) dmin inside one block.
+std::vector<size_t> HalfFields(WeightType t) {
+  switch (t) {
+    case WeightType::kQ4_K: return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
+    case WeightType::kQ5_K: return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
+    default: return {offsetof(BlockQ6_K, d)};
+  }
+}
+
+struct TestMatrix {
+  std::vector<uint8_t> bytes;
+  MatrixView view;
+};
+
+// Random codes and packed scales; f16 fields random in ±[1e-3, 1e-1], a few
+// exactly zero.
+TestMatrix RandomMatrix(WeightType t, size_t rows, size_t cols, std::mt19937& rng) {
+  const WeightFormat& f = GetWeightFormat(t);
+  TestMatrix m;
+  m.bytes.resize(rows * WeightRowBytes(t, cols));
+  for (uint8_t& b : m.bytes) b = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> mag(1e-3f, 1e-1f);
+  for (size_t off = 0; off < m.bytes.size(); off += f.block_bytes) {
+    for (size_t field : HalfFields(t)) {
+      const float v = rng() % 16 == 0 ? 0.0f : (rng() & 1 ? 1.0f : -1.0f) * mag(rng);
+      const uint16_t h = F16FromF32(v);
+      std::memcpy(&m.bytes[off + field], &h, 2);
+    }
+  }
+  m.view = MatrixView{t, m.bytes.data(), rows, cols};
+  return m;
+}
+
+// N(0, 1) activations, with a zero super-block and an outlier when long
+// enough (Q8_K's per-block scale must follow them).
+std::vector<float> RandomVector(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  if (n >= 3 * kSuperBlock) {
+    std::fill(v.begin() + kSuperBlock, v.begin() + 2 * kSuperBlock, 0.0f);
+    v[2 * kSuperBlock + 7] = 40.0f;
+  }
+  return v;
+}
+
+// ggml's quantize_row_q8_K on a hand-checked block: max is the value of
+// largest magnitude (−2), iscale = −127/max = 63.5, ties round to even.
+TEST(QuantizeRowQ8KTest, MatchesGgmlDefinition) {
+  float x[kSuperBlock] = {1.0f, -2.0f, 0.5f, 2.0f, -0.25f};
+  BlockQ8_K b;
+  QuantizeRowQ8_K(x, &b, kSuperBlock);
+  EXPECT_EQ(b.d, 1.0f / 63.5f);
+  EXPECT_EQ(b.qs[0], 64);    // 63.5 → 64 (even)
+  EXPECT_EQ(b.qs[1], -127);  // the max itself
+  EXPECT_EQ(b.qs[2], 32);    // 31.75
+  EXPECT_EQ(b.qs[3], 127);   // 127 (the first of equal magnitudes sets the sign)
+  EXPECT_EQ(b.qs[4], -16);   // −15.875
+  EXPECT_EQ(b.bsums[0], 64 - 127 + 32 + 127 - 16);
+  for (int j = 1; j < 16; ++j) EXPECT_EQ(b.bsums[j], 0);
+  // All-zero block: everything zero.
+  std::fill(x, x + kSuperBlock, 0.0f);
+  QuantizeRowQ8_K(x, &b, kSuperBlock);
+  EXPECT_EQ(b.d, 0.0f);
+  for (int j = 0; j < kSuperBlock; ++j) ASSERT_EQ(b.qs[j], 0);
+}
+
+// Random blocks: codes within ±127, d·q within |d|/2 of x, bsums exact.
+TEST(QuantizeRowQ8KTest, RoundsEveryValueToNearest) {
+  std::mt19937 rng(5);
+  const std::vector<float> x = RandomVector(4 * kSuperBlock, rng);
+  std::vector<BlockQ8_K> b(4);
+  QuantizeRowQ8_K(x.data(), b.data(), x.size());
+  for (size_t s = 0; s < 4; ++s) {
+    for (int j = 0; j < 16; ++j) {
+      int sum = 0;
+      for (int k = 0; k < 16; ++k) {
+        const int i = 16 * j + k;
+        sum += b[s].qs[i];
+        ASSERT_LE(std::fabs(static_cast<double>(b[s].d) * b[s].qs[i] - x[s * kSuperBlock + i]),
+                  std::fabs(b[s].d) * (0.5 + 1e-5) + 1e-30);
+      }
+      ASSERT_EQ(b[s].bsums[j], sum);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvedge
+#endif  // KVEDGE_TESTS_SIMD_MATVEC_KQUANT_TEST_HELPERS_
+
+HWY_BEFORE_NAMESPACE();
+namespace kvedge {
+namespace HWY_NAMESPACE {
+
+// Column counts: one super-block, a few, and past the 64-super-block
+// activation chunk (16384 columns) so the running sum crosses chunks.
+const size_t kCols[] = {256, 3 * 256, 4096 + 256, 16384 + 512};
+
+// Bit for bit llama.cpp's integer dot product (the scalar model).
+void TestKQuantEqualsQ8KReference() {
+  std::mt19937 rng(41);
+  for (WeightType t : kTypes) {
+    for (size_t cols : kCols) {
+      for (size_t rows : {1u, 3u, 17u}) {
+        const TestMatrix m = RandomMatrix(t, rows, cols, rng);
+        const std::vector<float> x = RandomVector(cols, rng);
+        std::vector<float> y(rows), want(rows);
+        MatVec(m.view, x.data(), y.data(), nullptr);
+        ref::MatVecRowsQ8K(m.view, x.data(), want.data(), 0, rows);
+        for (size_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(y[r], want[r]) << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r;
+        }
+      }
+    }
+  }
+}
+
+// Against the exact product of the f32 weights: the error is the activation
+// rounding, |Σ w·(x − dx·q)| ≤ Σ_c |w_c|·|dx|/2 per super-block, plus the
+// f32 roundings of the dequantized weights (≤ 3u·(|w| + |dmin·m|), m ≤ 63)
+// and of the per-super-block folds (≤ (nsb + 4)·u·Σ|w·x̂|).
+void TestKQuantWithinActivationRounding() {
+  std::mt19937 rng(43);
+  for (WeightType t : kTypes) {
+    for (size_t cols : kCols) {
+      const size_t rows = 5, nsb = cols / kSuperBlock;
+      const TestMatrix m = RandomMatrix(t, rows, cols, rng);
+      const std::vector<float> x = RandomVector(cols, rng);
+      std::vector<BlockQ8_K> a(nsb);
+      QuantizeRowQ8_K(x.data(), a.data(), cols);
+      std::vector<float> y(rows), want(rows), w(cols);
+      MatVec(m.view, x.data(), y.data(), nullptr);
+      ref::MatVecRows(m.view, x.data(), want.data(), 0, rows);
+      const size_t block_bytes = GetWeightFormat(t).block_bytes;
+      for (size_t r = 0; r < rows; ++r) {
+        ref::DequantizeRow(m.view, r, w.data());
+        double bound = 0;
+        for (size_t s = 0; s < nsb; ++s) {
+          double dmin = 0;
+          if (t != WeightType::kQ6_K) {
+            uint16_t h;
+            std::memcpy(&h, m.bytes.data() + (r * nsb + s) * block_bytes + HalfFields(t)[1], 2);
+            dmin = std::fabs(F32FromF16(h));
+          }
+          for (size_t i = 0; i < static_cast<size_t>(kSuperBlock); ++i) {
+            const size_t c = s * kSuperBlock + i;
+            const double xq = std::fabs(static_cast<double>(a[s].d) * a[s].qs[i]);
+            bound += std::fabs(w[c]) * std::fabs(a[s].d) * 0.5;
+            bound += 3 * kUnitRoundoff * (std::fabs(w[c]) + 63 * dmin) * std::max<double>(xq, std::fabs(x[c]));
+            bound += (nsb + 4) * kUnitRoundoff * (std::fabs(w[c]) + 63 * dmin) * xq;
+          }
+        }
+        ASSERT_LE(std::fabs(y[r] - want[r]), bound + 1e-30) << WeightTypeName(t) << " cols=" << cols << " r=" << r;
+      }
+    }
+  }
+}
+
+// MatMul (tiles of 4 vectors and their tails) and multi-threaded MatVec
+// equal single-threaded MatVec bit for bit.
+void TestKQuantMatMulAndThreads() {
+  std::mt19937 rng(47);
+  std::unique_ptr<ThreadArena> arena = ThreadArena::Create(3).value();
+  for (WeightType t : kTypes) {
+    for (size_t cols : {size_t{512}, size_t{16384 + 256}}) {
+      const size_t rows = 37;
+      const TestMatrix m = RandomMatrix(t, rows, cols, rng);
+      for (size_t n : {1u, 2u, 4u, 5u, 9u}) {
+        const std::vector<float> x = RandomVector(n * cols, rng);  // [n][cols]
+        std::vector<float> want(n * rows), y(n * rows);            // [n][rows]
+        for (size_t v = 0; v < n; ++v) MatVec(m.view, x.data() + v * cols, want.data() + v * rows, nullptr);
+        for (ThreadArena* ar : {static_cast<ThreadArena*>(nullptr), arena.get()}) {
+          std::fill(y.begin(), y.end(), -1.0f);
+          MatMul(m.view, x.data(), n, y.data(), ar);
+          for (size_t i = 0; i < n * rows; ++i) {
+            ASSERT_EQ(y[i], want[i]) << WeightTypeName(t) << " n=" << n << " i=" << i;
+          }
+          if (n == 1) {
+            std::fill(y.begin(), y.end(), -1.0f);
+            MatVec(m.view, x.data(), y.data(), ar);
+            for (size_t r = 0; r < rows; ++r) ASSERT_EQ(y[r], want[r]) << WeightTypeName(t) << " r=" << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace kvedge
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvedge {
+
+HWY_BEFORE_TEST(KQuantKernelsTest);
+HWY_EXPORT_AND_TEST_P(KQuantKernelsTest, TestKQuantEqualsQ8KReference);
+HWY_EXPORT_AND_TEST_P(KQuantKernelsTest, TestKQuantWithinActivationRounding);
+HWY_EXPORT_AND_TEST_P(KQuantKernelsTest, TestKQuantMatMulAndThreads);
+
+}  // namespace kvedge
+#endif  // HWY_ONCE
