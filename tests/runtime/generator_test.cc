@@ -156,10 +156,10 @@ class GeneratorTest : public ::testing::Test {
   std::vector<int> Prompt() const { return *tok_->Encode("Once upon a time", true); }
 
   // The plain loop `kvedge generate` ran before the Generator: its tokens and
-  // text, into ref_ids_ and ref_text_.
-  void Reference(uint64_t seed, int n) {
-    std::vector<int>* ids = &ref_ids_;
-    std::string* text = &ref_text_;
+  // text, into ids and text (default: ref_ids_ and ref_text_).
+  void Reference(uint64_t seed, int n, std::vector<int>* ids = nullptr, std::string* text = nullptr) {
+    if (ids == nullptr) ids = &ref_ids_;
+    if (text == nullptr) text = &ref_text_;
     auto s = NewSession();
     Sampler sampler = NewSampler(seed);
     const std::vector<int> prompt = Prompt();
