@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kvedge.h"
 
@@ -400,7 +401,7 @@ static void TestSessionFiles(const kvedge_model* model) {
   char path[512], junk[600];
   const char* tmp = getenv("TMPDIR");
   if (tmp == NULL || tmp[0] == '\0') tmp = "/tmp";
-  snprintf(path, sizeof(path), "%s/kvedge_capi_session_%ld_%d.kvs", tmp, (long)time(NULL), rand());
+  snprintf(path, sizeof(path), "%s/kvedge_capi_session_%ld_%d.kvs", tmp, (long)time(NULL), (int)getpid());
   snprintf(junk, sizeof(junk), "%s.junk", path);
 
   kvedge_session_config config;
@@ -581,7 +582,7 @@ static void TestChatFiles(const kvedge_model* model) {
   char path[512], bad[600], bad_chat[620], src_chat[620];
   const char* tmp = getenv("TMPDIR");
   if (tmp == NULL || tmp[0] == '\0') tmp = "/tmp";
-  snprintf(path, sizeof(path), "%s/kvedge_capi_chat_%ld_%d.kvs", tmp, (long)time(NULL), rand());
+  snprintf(path, sizeof(path), "%s/kvedge_capi_chat_%ld_%d.kvs", tmp, (long)time(NULL), (int)getpid());
   snprintf(src_chat, sizeof(src_chat), "%s.chat", path);
   snprintf(bad, sizeof(bad), "%s.bad", path);
   snprintf(bad_chat, sizeof(bad_chat), "%s.chat", bad);
