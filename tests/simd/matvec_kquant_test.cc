@@ -14,11 +14,12 @@
 #include <vector>
 
 #include "platform/thread_arena.h"
-#include "simd/kv_format.h"
+#include "simd/float16.h"
 #include "simd/matvec_kquant.h"
 #include "simd/model_kernels.h"
 #include "simd/model_kernels_ref.h"
 #include "simd/weight_format.h"
+#include "tests/testing/random_weights.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tests/simd/matvec_kquant_test.cc"
@@ -34,38 +35,6 @@ namespace {
 constexpr double kUnitRoundoff = 0x1.0p-24;
 constexpr WeightType kTypes[] = {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K};
 
-// Byte offsets of the f16 fields d and (Q4_K/Q5_K) dmin inside one block.
-std::vector<size_t> HalfFields(WeightType t) {
-  switch (t) {
-    case WeightType::kQ4_K: return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
-    case WeightType::kQ5_K: return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
-    default: return {offsetof(BlockQ6_K, d)};
-  }
-}
-
-struct TestMatrix {
-  std::vector<uint8_t> bytes;
-  MatrixView view;
-};
-
-// Random codes and packed scales; f16 fields random in ±[1e-3, 1e-1], a few
-// exactly zero.
-TestMatrix RandomMatrix(WeightType t, size_t rows, size_t cols, std::mt19937& rng) {
-  const WeightFormat& f = GetWeightFormat(t);
-  TestMatrix m;
-  m.bytes.resize(rows * WeightRowBytes(t, cols));
-  for (uint8_t& b : m.bytes) b = static_cast<uint8_t>(rng());
-  std::uniform_real_distribution<float> mag(1e-3f, 1e-1f);
-  for (size_t off = 0; off < m.bytes.size(); off += f.block_bytes) {
-    for (size_t field : HalfFields(t)) {
-      const float v = rng() % 16 == 0 ? 0.0f : (rng() & 1 ? 1.0f : -1.0f) * mag(rng);
-      const uint16_t h = F16FromF32(v);
-      std::memcpy(&m.bytes[off + field], &h, 2);
-    }
-  }
-  m.view = MatrixView{t, m.bytes.data(), rows, cols};
-  return m;
-}
 
 // N(0, 1) activations, with a zero super-block and an outlier when long
 // enough (Q8_K's per-block scale must follow them).
