@@ -10,6 +10,7 @@
 
 #include "runtime/chat/chat_template.h"
 #include "runtime/model/model_loader.h"
+#include "tests/testing/stories.h"
 #include "tests/testing/test_data.h"
 
 namespace kvedge::chat {
@@ -18,16 +19,8 @@ namespace {
 class ConversationTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto m = LoadModel(testing::SharedPath("models/stories260K.bin"));
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    model_ = std::move(m).value().release();
-    auto t = LoadTokenizer(*model_, testing::SharedPath("models/tok512.bin"));
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    tok_ = std::move(t).value().release();
-  }
-  static void TearDownTestSuite() {
-    delete tok_;
-    delete model_;
+    model_ = &testing::StoriesModel();
+    tok_ = &testing::StoriesTokenizer();
   }
 
   std::unique_ptr<Conversation> New(int capacity = 512, std::string system = "You tell short stories.") {
@@ -63,11 +56,11 @@ class ConversationTest : public ::testing::Test {
     return out;
   }
 
-  static ModelWeights* model_;
-  static Tokenizer* tok_;
+  static const ModelWeights* model_;
+  static const Tokenizer* tok_;
 };
-ModelWeights* ConversationTest::model_ = nullptr;
-Tokenizer* ConversationTest::tok_ = nullptr;
+const ModelWeights* ConversationTest::model_ = nullptr;
+const Tokenizer* ConversationTest::tok_ = nullptr;
 
 TEST_F(ConversationTest, EndOfTurnIsTheTemplatesText) { EXPECT_EQ(New()->end_of_turn(), "<|im_end|>"); }
 

@@ -15,6 +15,7 @@
 #include "runtime/server/api.h"
 #include "runtime/server/scheduler.h"
 #include "runtime/server/session_manager.h"
+#include "tests/testing/stories.h"
 #include "tests/testing/test_data.h"
 
 namespace kvedge::server {
@@ -126,16 +127,8 @@ TEST(ApiTest, BearerKeyComparison) {
 class ServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto m = LoadModel(testing::SharedPath("models/stories260K.bin"));
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    model_ = std::move(m).value().release();
-    auto t = LoadTokenizer(*model_, testing::SharedPath("models/tok512.bin"));
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    tok_ = std::move(t).value().release();
-  }
-  static void TearDownTestSuite() {
-    delete tok_;
-    delete model_;
+    model_ = &testing::StoriesModel();
+    tok_ = &testing::StoriesTokenizer();
   }
   void SetUp() override {
     dir_ = testing::TempDir() + "/server_test_" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
@@ -194,12 +187,12 @@ class ServerTest : public ::testing::Test {
     return job;
   }
 
-  static ModelWeights* model_;
-  static Tokenizer* tok_;
+  static const ModelWeights* model_;
+  static const Tokenizer* tok_;
   std::string dir_;
 };
-ModelWeights* ServerTest::model_ = nullptr;
-Tokenizer* ServerTest::tok_ = nullptr;
+const ModelWeights* ServerTest::model_ = nullptr;
+const Tokenizer* ServerTest::tok_ = nullptr;
 
 // Conversation i's turn t: the user messages differ per conversation.
 std::string UserText(int conversation, int turn) {
