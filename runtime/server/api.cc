@@ -144,7 +144,14 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLim
     }
     chat::ChatMessage msg;
     msg.role = role->get<std::string>();
-    if (const Json* content = Field(m, "content")) {
+    const Json* content = Field(m, "content");
+    if (content == nullptr && msg.role != "assistant") {
+      // As OpenAI: only an assistant message (one that called tools) may
+      // come without content.
+      return BadRequest(where + ".content is required for role '" + msg.role + "'", where + ".content",
+                        "missing_field");
+    }
+    if (content != nullptr) {
       if (content->is_string()) {
         msg.content = content->get<std::string>();
       } else if (content->is_array()) {  // [{"type": "text", "text": "…"}, …]

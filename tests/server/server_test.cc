@@ -59,6 +59,8 @@ TEST(ApiTest, RefusesHostileBodiesNamingTheField) {
       {R"({"messages":[1]})", "messages[0]"},
       {R"({"messages":[{"content":"x"}]})", "messages[0].role"},
       {R"({"messages":[{"role":"user","content":5}]})", "messages[0].content"},
+      {R"({"messages":[{"role":"user"}]})", "messages[0].content"},
+      {R"({"messages":[{"role":"system","content":null},{"role":"user","content":"x"}]})", "messages[0].content"},
       {R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", "messages[0].content"},
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":"5"})", "max_tokens"},
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":-1})", "max_tokens"},
