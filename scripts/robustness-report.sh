@@ -78,6 +78,7 @@ curl against `kvedge serve --port 0`). Every error is OpenAI's shape,
 | no or wrong API key (`--api-key`) | 401 `authentication_error`, `invalid_api_key` (constant-time compare) | e2e; `ApiTest.BearerKeyComparison` |
 | malformed JSON, a body that is not an object | 400 `invalid_json`: "the request body is not valid JSON" | e2e; `ApiTest.RefusesHostileBodiesNamingTheField` |
 | a field of the wrong type or range (`messages`, `role`, `content`, `max_tokens`, `temperature`, `top_p`, `stop`, `stream`, `seed`, `n`≠1, `prompt`) | 400, `param` names the field, e.g. "'max_tokens' must be an integer" | e2e; `ApiTest.RefusesHostileBodiesNamingTheField` |
+| a user or system message without `content` (or `null`); only an assistant message may omit it | 400 `missing_field`, `param` `messages[i].content` | `ApiTest.RefusesHostileBodiesNamingTheField` |
 | invalid UTF-8 in a body | 400 `invalid_json` | `ApiTest.RefusesHostileBodiesNamingTheField` |
 | more than 64 stop strings, an empty one, one over 1 KiB | 400, `param` `stop` | `ApiTest.RefusesHostileBodiesNamingTheField` |
 | token ids out of the vocabulary (`/detokenize`) | 400 "tokens[0] = 99999 is not a token id (the vocabulary has 512)" | e2e; `ApiTest.CompletionTokenizeDetokenize` |
