@@ -8,10 +8,18 @@
 #include <system_error>
 #include <utility>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "platform/memory.h"
 #include "runtime/engine/sampler.h"
 
 namespace kvedge::server {
+
+TextDigest DigestOf(std::string_view text) {
+  const XXH128_hash_t h = XXH3_128bits(text.data(), text.size());
+  return TextDigest{h.low64, h.high64};
+}
 namespace {
 
 // Feeds the prompt exactly as given: /v1/completions.
@@ -85,7 +93,8 @@ StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(const ModelWeig
       warnings->push_back(info.status().message() + ": ignored");
       continue;
     }
-    e.fed_text = std::move(info->fed_text);
+    e.fed_len = info->fed_text.size();
+    e.fed_digest = DigestOf(info->fed_text);
     e.saved = true;
     const auto mtime = std::filesystem::last_write_time(f.path(), ec);
     e.last_used = ec ? 0
@@ -164,7 +173,8 @@ Status SessionManager::MakeRoom() {
     KVEDGE_RETURN_IF_ERROR(e.conversation->Save(PathOf(victim)));
     ++saves_;
   }
-  e.fed_text = e.conversation->fed_text();
+  e.fed_len = e.conversation->fed_text().size();
+  e.fed_digest = DigestOf(e.conversation->fed_text());
   e.saved = true;
   e.conversation.reset();
   Refresh(victim, e);
@@ -176,28 +186,32 @@ StatusOr<SessionManager::Lease> SessionManager::Acquire(SessionKind kind, const 
   std::string best;
   size_t best_len = 0;
   bool best_live = false;
+  std::map<size_t, TextDigest> prefix_digests;  // of rendered's prefixes, by length, as sessions on disk ask
   for (const auto& [id, e] : entries_) {
     if (e.kind != kind || e.busy) continue;
-    const std::string& fed = e.conversation != nullptr ? e.conversation->fed_text() : e.fed_text;
-    if (fed.empty() || !rendered.starts_with(fed)) continue;
     const bool live = e.conversation != nullptr;
-    if (best.empty() || fed.size() > best_len || (fed.size() == best_len && live && !best_live)) {
+    size_t fed_len = 0;
+    if (live) {
+      const std::string& fed = e.conversation->fed_text();
+      if (fed.empty() || !rendered.starts_with(fed)) continue;
+      fed_len = fed.size();
+    } else {
+      if (e.fed_len == 0 || e.fed_len > rendered.size()) continue;
+      auto [it, fresh] = prefix_digests.try_emplace(e.fed_len);
+      if (fresh) it->second = DigestOf(std::string_view(rendered).substr(0, e.fed_len));
+      if (!(it->second == e.fed_digest)) continue;
+      fed_len = e.fed_len;
+    }
+    if (best.empty() || fed_len > best_len || (fed_len == best_len && live && !best_live)) {
       best = id;
-      best_len = fed.size();
+      best_len = fed_len;
       best_live = live;
     }
   }
   if (best.empty() || !best_live) {
     if (LiveCount() >= capacity_) KVEDGE_RETURN_IF_ERROR(MakeRoom());
   }
-  if (best.empty()) {
-    KVEDGE_ASSIGN_OR_RETURN(std::unique_ptr<chat::Conversation> c, NewConversation(kind));
-    best = NewId(kind);
-    Entry e;
-    e.kind = kind;
-    e.conversation = std::move(c);
-    entries_.emplace(best, std::move(e));
-  } else if (!best_live) {
+  if (!best.empty() && !best_live) {
     Entry& e = entries_[best];
     KVEDGE_ASSIGN_OR_RETURN(std::unique_ptr<chat::Conversation> c, NewConversation(kind));
     const Status loaded = c->Load(PathOf(best));
@@ -206,11 +220,21 @@ StatusOr<SessionManager::Lease> SessionManager::Acquire(SessionKind kind, const 
       // messages in a fresh session under the same id (the client resends them).
       c->Reset();
       e.saved = false;
-    } else {
+      e.conversation = std::move(c);
+    } else if (rendered.starts_with(c->fed_text())) {
       ++restores_;
+      e.conversation = std::move(c);
+    } else {
+      best.clear();  // the digests matched but the texts do not (a collision): this request starts afresh
     }
+  }
+  if (best.empty()) {
+    KVEDGE_ASSIGN_OR_RETURN(std::unique_ptr<chat::Conversation> c, NewConversation(kind));
+    best = NewId(kind);
+    Entry e;
+    e.kind = kind;
     e.conversation = std::move(c);
-    e.fed_text.clear();
+    entries_.emplace(best, std::move(e));
   }
   Entry& e = entries_[best];
   e.busy = true;

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "platform/status.h"
@@ -27,6 +28,14 @@
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace kvedge::server {
+
+// XXH3-128 of a text.
+struct TextDigest {
+  uint64_t low = 0;
+  uint64_t high = 0;
+  bool operator==(const TextDigest&) const = default;
+};
+TextDigest DigestOf(std::string_view text);
 
 // Chat sessions render messages through the model's chat template; text
 // sessions (/v1/completions) feed the prompt as it is.
@@ -101,7 +110,12 @@ class SessionManager {
   struct Entry {
     SessionKind kind = SessionKind::kChat;
     std::unique_ptr<chat::Conversation> conversation;  // null: on disk only
-    std::string fed_text;      // of a session on disk (live ones answer for themselves)
+    // Of a session on disk (live ones answer for themselves): the length and
+    // 128-bit hash of its fed text, so an idle session costs a few bytes of
+    // memory whatever its length (the text itself is in its file, and is
+    // compared in full when the session is read back).
+    uint64_t fed_len = 0;
+    TextDigest fed_digest;
     bool busy = false;
     bool saved = false;        // a file holds its latest state
     double last_used = 0;
