@@ -79,6 +79,14 @@ done
 echo "ok: the CMake (shared and static), pkg-config and Python embedders print the same story"
 tail -n 1 "$work/cmake.txt"
 
+# examples/chat.c: a conversation saved by one run continues in the next.
+"$work/cmake-consumer/chat" models/stories260K.gguf "$work/chat.kvs" "Tell me a story" > "$work/chat1.txt" 2>/dev/null
+"$work/cmake-consumer/chat" models/stories260K.gguf "$work/chat.kvs" "And then?" > "$work/chat2.txt" 2>/dev/null
+grep -q ": 1 messages restored; " "$work/chat1.txt" || fail "chat, first run: $(tail -1 "$work/chat1.txt")"
+grep -q ": 3 messages restored; " "$work/chat2.txt" || fail "chat, second run did not restore: $(tail -1 "$work/chat2.txt")"
+echo "ok: the C chat example continues its saved conversation after a restart"
+tail -n 1 "$work/chat2.txt"
+
 # The README's "Embedding" section shows exactly these commands and examples/stream.py.
 while IFS= read -r line; do
   [[ -z "$line" ]] || grep -qxF -- "$line" README.md || fail "README.md lacks the line: $line"
@@ -112,9 +120,12 @@ libmimalloc2.0
 libpcre2-8-0
 libstdc++6
 libtbb12"
-# The CLI alone links libedit (line editing in kvedge chat).
+# The CLI alone links libedit (line editing in kvedge chat) and cpp-httplib (kvedge serve; its
+# runtime package is named after its soname version, e.g. libcpp-httplib0.11 on Debian 12).
+httplib_pkg=$(dpkg-query -W -f='${Package}\n' 'libcpp-httplib[0-9]*' 2>/dev/null | grep -v -- -dev | head -1)
 same_list "kvedge Depends" "$shared_depends
-libedit2" "$(deb_depends "$work/deb/kvedge_${version}_$arch.deb")"
+libedit2
+$httplib_pkg" "$(deb_depends "$work/deb/kvedge_${version}_$arch.deb")"
 same_list "libkvedge$abi Depends" "$shared_depends" "$(deb_depends "$work/deb/libkvedge${abi}_${version}_$arch.deb")"
 same_list "libkvedge-dev Depends" "libkvedge$abi (= $version)
 libhwy-dev
