@@ -173,20 +173,7 @@ void TestKQuantMatMulAndThreads() {
       const TestMatrix m = RandomMatrix(t, rows, cols, rng);
       for (size_t n : {1u, 2u, 4u, 5u, 9u}) {
         const std::vector<float> x = RandomVector(n * cols, rng);  // [n][cols]
-        std::vector<float> want(n * rows), y(n * rows);            // [n][rows]
-        for (size_t v = 0; v < n; ++v) MatVec(m.view, x.data() + v * cols, want.data() + v * rows, nullptr);
-        for (ThreadArena* ar : {static_cast<ThreadArena*>(nullptr), arena.get()}) {
-          std::fill(y.begin(), y.end(), -1.0f);
-          MatMul(m.view, x.data(), n, y.data(), ar);
-          for (size_t i = 0; i < n * rows; ++i) {
-            ASSERT_EQ(y[i], want[i]) << WeightTypeName(t) << " n=" << n << " i=" << i;
-          }
-          if (n == 1) {
-            std::fill(y.begin(), y.end(), -1.0f);
-            MatVec(m.view, x.data(), y.data(), ar);
-            for (size_t r = 0; r < rows; ++r) ASSERT_EQ(y[r], want[r]) << WeightTypeName(t) << " r=" << r;
-          }
-        }
+        ASSERT_NO_FATAL_FAILURE(ExpectMatMulEqualsMatVec(m.view, x, n, arena.get()));
       }
     }
   }

@@ -7,8 +7,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
 #include <random>
 #include <vector>
+
+#include <gtest/gtest.h>
+
+#include "platform/thread_arena.h"
 
 #include "simd/float16.h"
 #include "simd/model_kernels.h"
@@ -54,6 +59,24 @@ inline TestMatrix RandomMatrix(WeightType t, size_t rows, size_t cols, std::mt19
   }
   m.view = MatrixView{t, m.bytes.data(), rows, cols};
   return m;
+}
+
+// MatMul of x ([n][cols]) on no arena and on `arena`, and (n = 1)
+// multi-threaded MatVec, equal single-threaded MatVec row by row, bit for bit.
+inline void ExpectMatMulEqualsMatVec(const MatrixView& m, const std::vector<float>& x, size_t n, ThreadArena* arena) {
+  const size_t rows = m.rows, cols = m.cols;
+  std::vector<float> want(n * rows), y(n * rows);  // [n][rows]
+  for (size_t v = 0; v < n; ++v) MatVec(m, x.data() + v * cols, want.data() + v * rows, nullptr);
+  for (ThreadArena* a : {static_cast<ThreadArena*>(nullptr), arena}) {
+    std::fill(y.begin(), y.end(), -1.0f);
+    MatMul(m, x.data(), n, y.data(), a);
+    for (size_t i = 0; i < n * rows; ++i) ASSERT_EQ(y[i], want[i]) << WeightTypeName(m.type) << " n=" << n << " i=" << i;
+    if (n == 1) {
+      std::fill(y.begin(), y.end(), -1.0f);
+      MatVec(m, x.data(), y.data(), a);
+      for (size_t r = 0; r < rows; ++r) ASSERT_EQ(y[r], want[r]) << WeightTypeName(m.type) << " r=" << r;
+    }
+  }
 }
 
 }  // namespace kvedge
