@@ -103,9 +103,13 @@ const badRequests = [
 async function client(id, deadline, conversations) {
   const rand = rng(seed * 1000003 + id);
   const pick = (a) => a[Math.floor(rand() * a.length)];
-  let conv = null;
+  let conv = null, started = 0;
+  // Each conversation opens with its own text: two conversations with the same history (same opening,
+  // same greedy reply) would be one conversation to the server, which continues whichever asks first
+  // in the session they share, so the other could not be checked for reuse.
   const newConversation = () => {
-    conv = { client: id, messages: [{ role: "user", content: pick(openings) }], session: null, turns: 0, dropped: false };
+    const opening = `${pick(openings)} (${id}.${started++})`;
+    conv = { client: id, messages: [{ role: "user", content: opening }], session: null, turns: 0, dropped: false };
     conversations.push(conv);
   };
   newConversation();
