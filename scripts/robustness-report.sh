@@ -91,7 +91,7 @@ curl against `kvedge serve --port 0`). Every error is OpenAI's shape,
 | a slow client (headers never finished) | dropped after `--timeout`; other clients served meanwhile | e2e |
 | a client gone mid-stream | its sequence is cancelled at the next step (`finish_reason` `cancelled`); the session holds what was sent and continues | e2e; `ServerTest.CancelMidReplyLeavesTheSessionConsistent` |
 | every live session busy (budget or `--max-sessions` full) | 503 with `Retry-After: 1` | e2e; `ServerTest.EveryLiveSessionBusyIsResourceExhausted` |
-| more than 256 requests waiting | 429 `queue_full` with `Retry-After` | `ServerTest.AFullQueueIs429AndDrainingIs503` |
+| more than `--max-queued` (256) requests waiting | 429 `queue_full` with `Retry-After` | e2e (`--max-queued 1`); `ServerTest.AFullQueueIs429AndDrainingIs503` |
 | a request during shutdown (SIGTERM) | 503 `shutting_down` with `Retry-After`; the ones in flight finish, every session is saved | e2e; `ServerTest.AFullQueueIs429AndDrainingIs503` |
 | a saved session file that is damaged or foreign | on start: reported and left alone; on restore: the conversation is fed again in a fresh session | (session files: `kvedge_session_file_test`) |
 SERVE

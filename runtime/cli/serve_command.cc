@@ -34,6 +34,7 @@ struct ServeOptions {
   std::string api_key;
   std::string template_file;
   int parallel = 8;
+  int max_queued = 256;
   int64_t max_tokens = 4096;
   std::string max_body = "1MiB";
   int timeout_s = 30;
@@ -45,6 +46,9 @@ int RunServe(const ServeOptions& opt) {
   }
   if (opt.parallel < 1 || opt.parallel > 256) {
     return ReportError(kCmd, InvalidArgument("--parallel " + std::to_string(opt.parallel) + ": give 1 to 256"));
+  }
+  if (opt.max_queued < 0 || opt.max_queued > 65536) {
+    return ReportError(kCmd, InvalidArgument("--max-queued " + std::to_string(opt.max_queued) + ": give 0 to 65536"));
   }
   if (opt.timeout_s < 1) return ReportError(kCmd, InvalidArgument("--timeout must be at least 1 second"));
   if (opt.max_tokens < 1) return ReportError(kCmd, InvalidArgument("--max-tokens must be at least 1"));
@@ -88,6 +92,7 @@ int RunServe(const ServeOptions& opt) {
 
   server::SchedulerOptions sched_options;
   sched_options.max_streams = opt.parallel;
+  sched_options.max_queued = static_cast<size_t>(opt.max_queued);
   server::Scheduler scheduler(**sessions, tok, std::move(*batch), sched_options);
   server::HttpOptions ho;
   ho.host = opt.host;
@@ -150,6 +155,8 @@ CommandRunner RegisterServeCommand(CLI::App& app) {
   sub->add_option("--api-key", opt->api_key, "Require 'Authorization: Bearer KEY' on the API");
   sub->add_option("--chat-template", opt->template_file, "Jinja chat template file (overrides the model's)");
   sub->add_option("--parallel", opt->parallel, "Most sequences decoding together (default 8)");
+  sub->add_option("--max-queued", opt->max_queued,
+                  "Most requests waiting for a decoding slot beyond --parallel (default 256; more: 429)");
   sub->add_option("--max-tokens", opt->max_tokens, "Largest max_tokens a request gets (larger are clamped; default 4096)");
   sub->add_option("--max-body", opt->max_body, "Largest request body (default 1MiB; larger: 413)");
   sub->add_option("--timeout", opt->timeout_s,

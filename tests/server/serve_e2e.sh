@@ -2,8 +2,8 @@
 # kvedge serve end to end over HTTP with curl, on stories260K:
 #   every endpoint; every client error (401, 400s, 404, 413, clamped
 #   max_tokens, a prompt over the session's cache, unknown fields, a slow
-#   client, a client gone mid-stream, every live session busy → 503 with
-#   Retry-After); SIGTERM saves the sessions and a restart continues them
+#   client, a client gone mid-stream, every live session busy → 503 and the
+#   wait queue full → 429, both with Retry-After); SIGTERM saves the sessions and a restart continues them
 #   (cached_tokens > 0); 50 conversations whose session budgets sum to 10x the
 #   total, interleaved 10 at a time, each reply equal to the reply the
 #   conversation gets alone.
@@ -206,6 +206,34 @@ done
 [[ "$(json "${work}/body" 'any(s["busy"] for s in d["data"])')" == False ]] || fail "a client that left kept its session busy"
 req POST /v1/completions '{"prompt":"Another story","max_tokens":4}'
 expect 200 "" "a session freed by a client that left"
+stop "${PID}"
+
+echo "== the wait queue full: 429 with Retry-After"
+start queue --parallel 1 --max-queued 1 -c 256 --max-tokens 1000000
+# A long stream takes the one decoding slot (its client leaves after 8 s); a second request waits.
+curl -sN --max-time 8 "http://127.0.0.1:${PORT}/v1/completions" \
+  -d '{"prompt":"A long story","max_tokens":1000000,"temperature":0.8,"stream":true}' >/dev/null &
+bg=$!
+for _ in $(seq 100); do
+  req GET /metrics
+  grep -q '^kvedge_sequences_active 1$' "${work}/body" && break
+  sleep 0.1
+done
+curl -s --max-time 20 -o "${work}/waited" -w '%{http_code}' "http://127.0.0.1:${PORT}/v1/completions" \
+  -d '{"prompt":"Waiting story","max_tokens":4}' >"${work}/waited.code" &
+waiter=$!
+for _ in $(seq 100); do
+  req GET /metrics
+  grep -q '^kvedge_requests_queued 1$' "${work}/body" && break
+  sleep 0.1
+done
+grep -q '^kvedge_requests_queued 1$' "${work}/body" || fail "the second request is not waiting: $(grep queued "${work}/body")"
+req POST /v1/completions '{"prompt":"A third story","max_tokens":4}'
+expect 429 "" "queue full"
+grep -qi '^Retry-After: ' "${work}/headers" || fail "429 without Retry-After"
+wait "${bg}" || true
+wait "${waiter}" || true
+[[ "$(cat "${work}/waited.code")" == 200 ]] || fail "the waiting request got HTTP $(cat "${work}/waited.code") once the slot was free"
 stop "${PID}"
 
 echo "== 50 conversations in a budget a tenth of their sum, interleaved"
