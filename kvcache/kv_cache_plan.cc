@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include "platform/enum_names.h"
 #include "platform/memory.h"
@@ -142,6 +143,18 @@ void Resolve(KvCachePlan& p, const KvCacheOptions& o, int capacity) {
   ComputeBytes(p);
 }
 
+// Empty (the default frequencies) or one finite, non-negative θ per rotated pair.
+Status CheckRopeFrequencies(const std::vector<double>& freqs, int rope_dim) {
+  if (!freqs.empty() && freqs.size() != static_cast<size_t>(rope_dim / 2)) {
+    return InvalidArgument("KV cache: " + std::to_string(freqs.size()) + " RoPE frequencies for " +
+                           std::to_string(rope_dim / 2) + " rotated pairs");
+  }
+  for (double f : freqs) {
+    if (!std::isfinite(f) || f < 0.0) return InvalidArgument("KV cache: a RoPE frequency is negative or not finite");
+  }
+  return OkStatus();
+}
+
 int MinimumCapacity(const KvCachePlan& p, const KvCacheOptions& o) {
   switch (p.policy) {
     case EvictionPolicy::kFull: return 1;
@@ -174,6 +187,7 @@ constexpr EnumName<H2OScore> kH2OScoreNames[] = {{H2OScore::kCumulative, "cumula
 const char* EvictionPolicyName(EvictionPolicy p) { return NameOf(kPolicyNames, p); }
 bool ParseEvictionPolicy(const std::string& name, EvictionPolicy* out) { return ParseName(kPolicyNames, name, out); }
 const char* PositionModeName(PositionMode m) { return NameOf(kPositionNames, m); }
+bool ParsePositionMode(const std::string& name, PositionMode* out) { return ParseName(kPositionNames, name, out); }
 const char* RopeStyleName(RopeStyle s) { return NameOf(kRopeStyleNames, s); }
 const char* KeyQuantAxisName(KeyQuantAxis a) { return NameOf(kKeyAxisNames, a); }
 bool ParseKeyQuantAxis(const std::string& name, KeyQuantAxis* out) { return ParseName(kKeyAxisNames, name, out); }
@@ -184,6 +198,12 @@ bool ParseH2OScore(const std::string& name, H2OScore* out) { return ParseName(kH
 
 uint64_t KvCachePlan::F16FullBytes(uint64_t tokens) const {
   return tokens * static_cast<uint64_t>(lanes()) * static_cast<uint64_t>(shape.head_dim) * 2 * sizeof(uint16_t);
+}
+
+Status KvCachePlan::SetRopeFrequencies(std::vector<double> freqs) {
+  KVEDGE_RETURN_IF_ERROR(CheckRopeFrequencies(freqs, shape.rope_dim));
+  shape.rope_freqs = std::move(freqs);
+  return OkStatus();
 }
 
 std::string KvCachePlan::Describe() const {
@@ -210,13 +230,7 @@ StatusOr<KvCachePlan> PlanKvCache(const KvShape& s, const KvCacheOptions& o, int
     return InvalidArgument("KV cache: rope dimension " + std::to_string(s.rope_dim) +
                            " must be even and at most the head dimension " + std::to_string(s.head_dim));
   }
-  if (!s.rope_freqs.empty() && s.rope_freqs.size() != static_cast<size_t>(s.rope_dim / 2)) {
-    return InvalidArgument("KV cache: " + std::to_string(s.rope_freqs.size()) + " RoPE frequencies for " +
-                           std::to_string(s.rope_dim / 2) + " rotated pairs");
-  }
-  for (double f : s.rope_freqs) {
-    if (!std::isfinite(f) || f < 0.0) return InvalidArgument("KV cache: a RoPE frequency is negative or not finite");
-  }
+  KVEDGE_RETURN_IF_ERROR(CheckRopeFrequencies(s.rope_freqs, s.rope_dim));
   if (!std::isfinite(s.rope_theta) || s.rope_theta <= 0.0) {
     return InvalidArgument("KV cache: RoPE base " + std::to_string(s.rope_theta) + " must be positive");
   }
@@ -244,18 +258,9 @@ StatusOr<KvCachePlan> PlanKvCache(const KvShape& s, const KvCacheOptions& o, int
   }
   KvCachePlan p;
   p.shape = s;
-  p.policy = o.policy;
-  p.positions = o.positions;
-  p.key_format = o.key_format;
-  p.value_format = o.value_format;
+  static_cast<KvCacheSettings&>(p) = o;
   p.tail_format = (o.key_format == KvFormat::kF32 || o.value_format == KvFormat::kF32) ? KvFormat::kF32
                                                                                        : KvFormat::kF16;
-  p.h2o_decay = o.h2o_decay;
-  p.h2o_score = o.h2o_score;
-  p.h2o_lifetime = o.h2o_lifetime;
-  p.key_axis = o.key_axis;
-  p.key_rope = o.key_rope;
-  p.hot_tail = o.hot_tail;
   p.max_threads = max_threads;
   const bool has_sinks = o.policy == EvictionPolicy::kSinks || o.policy == EvictionPolicy::kH2O;
   if (!has_sinks && o.sinks > 0) {

@@ -28,6 +28,7 @@ enum class PositionMode : uint8_t {
   kAbsolute,  // by index in the original stream
 };
 const char* PositionModeName(PositionMode m);
+bool ParsePositionMode(const std::string& name, PositionMode* out);
 
 // Which axis a quantized key block shares its scale/min along.
 enum class KeyQuantAxis : uint8_t {
@@ -96,16 +97,13 @@ struct KvShape {
   }
 };
 
-// What the user asks for. Unset (−1 / 0) fields take policy defaults.
-struct KvCacheOptions {
+// How the cache stores, ranks and evicts tokens: asked for in KvCacheOptions
+// and carried unchanged into the KvCachePlan resolved from them (both derive
+// from this, so each setting is declared once).
+struct KvCacheSettings {
   EvictionPolicy policy = EvictionPolicy::kSinks;
   KvFormat key_format = KvFormat::kInt4;
   KvFormat value_format = KvFormat::kInt4;
-  int sinks = -1;          // S; default 4 for sinks/h2o, 0 otherwise
-  int heavy = -1;          // H (h2o); default: half of what sinks leave
-  int window = -1;         // W recent tokens incl. the hot tail; default: the rest
-  int capacity = 0;        // tokens per lane (S + H + W); 0: derive from budget
-  uint64_t budget_bytes = 0;  // arena byte budget; used when capacity == 0
   PositionMode positions = PositionMode::kInCache;
   // H2O score update per attention step: score = decay·score + p. 1 keeps the
   // classic cumulative sum; < 1 forgets old attention. kCumulative only.
@@ -122,6 +120,16 @@ struct KvCacheOptions {
   // false: no full-precision hot tail; the partial block is held in the
   // key/value formats and re-encoded (from its own decoded codes) per append.
   bool hot_tail = true;
+};
+
+// What the user asks for: the settings and the sizes. Unset (−1 / 0) sizes
+// take policy defaults.
+struct KvCacheOptions : KvCacheSettings {
+  int sinks = -1;          // S; default 4 for sinks/h2o, 0 otherwise
+  int heavy = -1;          // H (h2o); default: half of what sinks leave
+  int window = -1;         // W recent tokens incl. the hot tail; default: the rest
+  int capacity = 0;        // tokens per lane (S + H + W); 0: derive from budget
+  uint64_t budget_bytes = 0;  // arena byte budget; used when capacity == 0
 };
 
 // A byte range inside a lane or inside one thread's scratch.
@@ -172,19 +180,9 @@ struct ScratchLayout {
 //   tail    one key+value block of G slots           format tail_format (hot
 //           tail) or key/value_format (no hot tail)
 //   h2o     f32 score per heavy/ring/tail slot, int64 stream index per heavy slot
-struct KvCachePlan {
+struct KvCachePlan : KvCacheSettings {
   KvShape shape;
-  EvictionPolicy policy = EvictionPolicy::kSinks;
-  PositionMode positions = PositionMode::kInCache;
-  KvFormat key_format = KvFormat::kInt4;
-  KvFormat value_format = KvFormat::kInt4;
   KvFormat tail_format = KvFormat::kF16;  // hot tail: f32 when keys are f32, else f16
-  float h2o_decay = 1.0f;
-  H2OScore h2o_score = H2OScore::kCumulative;
-  int h2o_lifetime = 0;
-  KeyQuantAxis key_axis = KeyQuantAxis::kChannel;
-  KeyRope key_rope = KeyRope::kInBlock;
-  bool hot_tail = true;
   int sinks = 0;
   int heavy = 0;         // heavy-hitter slots
   int window = 0;        // recent tokens kept (window/sinks: exact; h2o: ≤)
@@ -212,6 +210,10 @@ struct KvCachePlan {
   // Bytes an f16 cache holding `tokens` tokens of every lane needs.
   uint64_t F16FullBytes(uint64_t tokens) const;
   std::string Describe() const;  // one line: policy, formats, S/H/W, bytes
+  // Sets shape.rope_freqs, checked as PlanKvCache checks a shape's. For
+  // frequencies that depend on the capacity resolved here (phi3's long/short
+  // factors); the layout does not depend on them.
+  Status SetRopeFrequencies(std::vector<double> freqs);
 };
 
 // Validates the shape and options and resolves the layout. A budget too small

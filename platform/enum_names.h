@@ -17,13 +17,14 @@ struct EnumName {
   const char* name;
 };
 
-// The name of `v`, or "?" for a value the table lacks.
+// The name of `v`, or `missing` for a value the table lacks (a value read
+// from a file or cast from an int).
 template <typename E, size_t N>
-constexpr const char* NameOf(const EnumName<E> (&table)[N], E v) {
+constexpr const char* NameOf(const EnumName<E> (&table)[N], E v, const char* missing = "?") {
   for (const EnumName<E>& e : table) {
     if (e.value == v) return e.name;
   }
-  return "?";
+  return missing;
 }
 
 // Sets *out to the value named `name` (exact match); false if none is.

@@ -1,22 +1,23 @@
 // Status names and constructors.
 #include "platform/status.h"
 
+#include "platform/enum_names.h"
+
 namespace kvedge {
 
-const char* StatusCodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kDataLoss: return "corrupt input";
-    case StatusCode::kUnsupported: return "unsupported";
-    case StatusCode::kResourceExhausted: return "out of budget";
-    case StatusCode::kFailedPrecondition: return "failed precondition";
-    case StatusCode::kIoError: return "i/o error";
-    case StatusCode::kInternal: return "internal error";
-  }
-  return "unknown";
-}
+namespace {
+constexpr EnumName<StatusCode> kStatusCodeNames[] = {{StatusCode::kOk, "ok"},
+                                                     {StatusCode::kInvalidArgument, "invalid argument"},
+                                                     {StatusCode::kNotFound, "not found"},
+                                                     {StatusCode::kDataLoss, "corrupt input"},
+                                                     {StatusCode::kUnsupported, "unsupported"},
+                                                     {StatusCode::kResourceExhausted, "out of budget"},
+                                                     {StatusCode::kFailedPrecondition, "failed precondition"},
+                                                     {StatusCode::kIoError, "i/o error"},
+                                                     {StatusCode::kInternal, "internal error"}};
+}  // namespace
+
+const char* StatusCodeName(StatusCode code) { return NameOf(kStatusCodeNames, code, "unknown"); }
 
 std::string Status::ToString() const {
   if (ok()) return "ok";

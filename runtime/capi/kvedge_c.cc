@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kvcache/kv_cache_plan.h"
+#include "platform/enum_names.h"
 #include "platform/status.h"
 #include "platform/thread_arena.h"
 #include "runtime/engine/defaults.h"
@@ -129,16 +130,6 @@ Status ParseName(const char* field, const char* name, Parse parse, const char* a
   return OkStatus();
 }
 
-bool ParsePositions(const std::string& name, PositionMode* out) {
-  for (PositionMode m : {PositionMode::kInCache, PositionMode::kAbsolute}) {
-    if (name == PositionModeName(m)) {
-      *out = m;
-      return true;
-    }
-  }
-  return false;
-}
-
 Status ToOptions(const kvedge_model& model, const kvedge_session_config& c, SessionOptions* session,
                  SamplerOptions* sampler) {
   KvRequest r;
@@ -148,7 +139,7 @@ Status ToOptions(const kvedge_model& model, const kvedge_session_config& c, Sess
   KVEDGE_RETURN_IF_ERROR(
       ParseName("value_format", c.value_format, ParseKvFormat, "f32, f16, int8 or int4", &r.value_format));
   std::optional<PositionMode> positions;
-  KVEDGE_RETURN_IF_ERROR(ParseName("positions", c.positions, ParsePositions, "in-cache or absolute", &positions));
+  KVEDGE_RETURN_IF_ERROR(ParseName("positions", c.positions, ParsePositionMode, "in-cache or absolute", &positions));
   r.positions = positions.value_or(PositionMode::kInCache);
   if (c.threads < 1 || c.threads > kMaxThreads) {
     return InvalidArgument("config.threads is " + std::to_string(c.threads) + " (expected 1 to " +
@@ -252,23 +243,22 @@ using kvedge::NullArgument;
 
 extern "C" {
 
-const char* kvedge_status_name(kvedge_status status) {
-  switch (status) {
-    case KVEDGE_OK: return "ok";
-    case KVEDGE_INVALID_ARGUMENT: return "invalid argument";
-    case KVEDGE_NOT_FOUND: return "not found";
-    case KVEDGE_CORRUPT: return "corrupt";
-    case KVEDGE_UNSUPPORTED: return "unsupported";
-    case KVEDGE_OUT_OF_BUDGET: return "out of budget";
-    case KVEDGE_CONTEXT_FULL: return "context full";
-    case KVEDGE_BUFFER_TOO_SMALL: return "buffer too small";
-    case KVEDGE_FAILED_PRECONDITION: return "failed precondition";
-    case KVEDGE_IO: return "i/o error";
-    case KVEDGE_OUT_OF_MEMORY: return "out of memory";
-    case KVEDGE_INTERNAL: return "internal error";
-  }
-  return "unknown status";
-}
+namespace {
+constexpr kvedge::EnumName<kvedge_status> kStatusNames[] = {{KVEDGE_OK, "ok"},
+                                                            {KVEDGE_INVALID_ARGUMENT, "invalid argument"},
+                                                            {KVEDGE_NOT_FOUND, "not found"},
+                                                            {KVEDGE_CORRUPT, "corrupt"},
+                                                            {KVEDGE_UNSUPPORTED, "unsupported"},
+                                                            {KVEDGE_OUT_OF_BUDGET, "out of budget"},
+                                                            {KVEDGE_CONTEXT_FULL, "context full"},
+                                                            {KVEDGE_BUFFER_TOO_SMALL, "buffer too small"},
+                                                            {KVEDGE_FAILED_PRECONDITION, "failed precondition"},
+                                                            {KVEDGE_IO, "i/o error"},
+                                                            {KVEDGE_OUT_OF_MEMORY, "out of memory"},
+                                                            {KVEDGE_INTERNAL, "internal error"}};
+}  // namespace
+
+const char* kvedge_status_name(kvedge_status status) { return kvedge::NameOf(kStatusNames, status, "unknown status"); }
 
 const char* kvedge_last_error(void) { return kvedge::t_last_error; }
 

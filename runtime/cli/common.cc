@@ -93,11 +93,7 @@ StatusOr<SessionOptions> MakeSessionOptions(const KvFlags& f, const ModelConfig&
     }
     r.policy = p;
   }
-  if (f.positions == "in-cache") {
-    r.positions = PositionMode::kInCache;
-  } else if (f.positions == "absolute") {
-    r.positions = PositionMode::kAbsolute;
-  } else {
+  if (!ParsePositionMode(f.positions, &r.positions)) {
     return InvalidArgument("--positions '" + f.positions + "' is unknown: use in-cache or absolute");
   }
   if (f.capacity < 0) return InvalidArgument("-c " + std::to_string(f.capacity) + ": the capacity must be positive");

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "platform/clock.h"
+#include "platform/enum_names.h"
 #include "runtime/tokenizer/utf8.h"
 
 namespace kvedge {
@@ -133,17 +134,16 @@ bool TextStream::Flush(TextSink sink) {
   return unfinished == 0 || sink(kReplacement);
 }
 
-const char* StopReasonName(StopReason r) {
-  switch (r) {
-    case StopReason::kMaxTokens: return "max tokens";
-    case StopReason::kEndOfGeneration: return "end of generation";
-    case StopReason::kStopString: return "stop string";
-    case StopReason::kCancelled: return "cancelled";
-    case StopReason::kSinkStopped: return "consumer stopped";
-    case StopReason::kError: return "error";
-  }
-  return "unknown";
-}
+namespace {
+constexpr EnumName<StopReason> kStopReasonNames[] = {{StopReason::kMaxTokens, "max tokens"},
+                                                     {StopReason::kEndOfGeneration, "end of generation"},
+                                                     {StopReason::kStopString, "stop string"},
+                                                     {StopReason::kCancelled, "cancelled"},
+                                                     {StopReason::kSinkStopped, "consumer stopped"},
+                                                     {StopReason::kError, "error"}};
+}  // namespace
+
+const char* StopReasonName(StopReason r) { return NameOf(kStopReasonNames, r, "unknown"); }
 
 StatusOr<GenerationStream> GenerationStream::Create(const Tokenizer& tokenizer, GeneratorOptions options) {
   size_t max_piece = 0;

@@ -63,12 +63,10 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const ModelWeights& model, co
                            " ids is out of range (0 to " + std::to_string(kMaxContext) + ")");
   }
   KVEDGE_ASSIGN_OR_RETURN(std::unique_ptr<ThreadArena> threads, ThreadArena::Create(options.threads));
+  KVEDGE_ASSIGN_OR_RETURN(KvCachePlan plan, PlanKvCache(KvShapeOf(model.config), options.kv, options.threads));
   // The RoPE frequencies may depend on the context the cache spans (phi3's
-  // long/short factors), so plan once for the capacity, then with them.
-  KvShape shape = KvShapeOf(model.config);
-  KVEDGE_ASSIGN_OR_RETURN(const KvCachePlan sized, PlanKvCache(shape, options.kv, options.threads));
-  shape.rope_freqs = RopeFrequencies(model, sized.capacity);
-  KVEDGE_ASSIGN_OR_RETURN(KvCachePlan plan, PlanKvCache(shape, options.kv, options.threads));
+  // long/short factors).
+  KVEDGE_RETURN_IF_ERROR(plan.SetRopeFrequencies(RopeFrequencies(model, plan.capacity)));
   std::unique_ptr<Session> s(new Session(model, options));
   KVEDGE_ASSIGN_OR_RETURN(s->cache_, KvCache::Create(plan, budget));
   s->threads_ = std::move(threads);

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <utility>
 
+#include "platform/enum_names.h"
 #include "platform/utf8.h"
 
 namespace kvedge {
@@ -206,24 +207,16 @@ uint64_t ElementBits(const GgufValue& v, size_t i) {
 
 }  // namespace
 
-const char* GgufTypeName(GgufType t) {
-  switch (t) {
-    case GgufType::kUint8: return "uint8";
-    case GgufType::kInt8: return "int8";
-    case GgufType::kUint16: return "uint16";
-    case GgufType::kInt16: return "int16";
-    case GgufType::kUint32: return "uint32";
-    case GgufType::kInt32: return "int32";
-    case GgufType::kFloat32: return "float32";
-    case GgufType::kBool: return "bool";
-    case GgufType::kString: return "string";
-    case GgufType::kArray: return "array";
-    case GgufType::kUint64: return "uint64";
-    case GgufType::kInt64: return "int64";
-    case GgufType::kFloat64: return "float64";
-  }
-  return "unknown";
-}
+namespace {
+constexpr EnumName<GgufType> kGgufTypeNames[] = {
+    {GgufType::kUint8, "uint8"},   {GgufType::kInt8, "int8"},       {GgufType::kUint16, "uint16"},
+    {GgufType::kInt16, "int16"},   {GgufType::kUint32, "uint32"},   {GgufType::kInt32, "int32"},
+    {GgufType::kFloat32, "float32"}, {GgufType::kBool, "bool"},     {GgufType::kString, "string"},
+    {GgufType::kArray, "array"},   {GgufType::kUint64, "uint64"},   {GgufType::kInt64, "int64"},
+    {GgufType::kFloat64, "float64"}};
+}  // namespace
+
+const char* GgufTypeName(GgufType t) { return NameOf(kGgufTypeNames, t, "unknown"); }
 
 size_t GgufScalarSize(GgufType t) {
   switch (t) {
