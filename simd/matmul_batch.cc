@@ -27,7 +27,6 @@
 #include <cstring>
 #include <type_traits>
 
-#include "simd/half_inline.h"
 #include "simd/matmul_batch.h"
 #include "simd/matvec_kquant.h"
 #include "simd/weight_format.h"
@@ -47,7 +46,8 @@ namespace HWY_NAMESPACE {
 constexpr size_t kChunkSb = 16;  // super-blocks of activations prepared per chunk (4096 columns)
 constexpr size_t kTileRows = 4;  // weight rows decoded per pass over the chunk's activations
 
-HWY_INLINE int32_t LoadU32(const uint8_t* p) {
+// The 4 code bytes at p as one int32 (to broadcast).
+HWY_INLINE int32_t FourCodes(const uint8_t* p) {
   int32_t v;
   std::memcpy(&v, p, sizeof(v));
   return v;
@@ -67,7 +67,7 @@ struct Lanes<8> {
   // acc + Σ of the 4 u8 codes at w (broadcast to every lane) × 4 s8
   // activations per lane.
   static KVEDGE_ATTR_VNNI512 HWY_INLINE I Dot4(I acc, I x, const uint8_t* w) {
-    return _mm256_dpbusd_epi32(acc, _mm256_set1_epi32(LoadU32(w)), x);
+    return _mm256_dpbusd_epi32(acc, _mm256_set1_epi32(FourCodes(w)), x);
   }
   static KVEDGE_ATTR_VNNI512 HWY_INLINE I Dot2x16(I acc, I b, int32_t pair) {
     return _mm256_dpwssd_epi32(acc, b, _mm256_set1_epi32(pair));
@@ -90,7 +90,7 @@ struct Lanes<16> {
   static KVEDGE_ATTR_VNNI512 HWY_INLINE I Set(int32_t v) { return _mm512_set1_epi32(v); }
   static KVEDGE_ATTR_VNNI512 HWY_INLINE I Load(const void* p) { return _mm512_load_si512(p); }
   static KVEDGE_ATTR_VNNI512 HWY_INLINE I Dot4(I acc, I x, const uint8_t* w) {
-    return _mm512_dpbusd_epi32(acc, _mm512_set1_epi32(LoadU32(w)), x);
+    return _mm512_dpbusd_epi32(acc, _mm512_set1_epi32(FourCodes(w)), x);
   }
   static KVEDGE_ATTR_VNNI512 HWY_INLINE I Dot2x16(I acc, I b, int32_t pair) {
     return _mm512_dpwssd_epi32(acc, b, _mm512_set1_epi32(pair));
@@ -155,7 +155,7 @@ struct SubBlocks<BlockQ6_K> {
   static constexpr size_t kLen = 16;
 };
 
-KVEDGE_ATTR_VNNI512 HWY_INLINE int32_t PackPair(int a, int b) {
+HWY_INLINE int32_t PackPair(int a, int b) {
   return static_cast<int32_t>(static_cast<uint16_t>(a) | static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16);
 }
 
