@@ -155,9 +155,6 @@ struct SubBlocks<BlockQ6_K> {
   static constexpr size_t kLen = 16;
 };
 
-HWY_INLINE int32_t PackPair(int a, int b) {
-  return static_cast<int32_t>(static_cast<uint16_t>(a) | static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16);
-}
 
 template <class Block>
 KVEDGE_ATTR_VNNI512 HWY_INLINE void Decode(const Block& b, DecodedSb* out) {
@@ -183,8 +180,10 @@ KVEDGE_ATTR_VNNI512 HWY_INLINE void Decode(const Block& b, DecodedSb* out) {
       _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 64), q3);
       _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 96), q4);
     }
-    for (size_t j = 0; j < 16; ++j) out->sc[j] = b.scales[j];
-    for (size_t p = 0; p < 8; ++p) out->coef[p] = PackPair(32 * b.scales[2 * p], 32 * b.scales[2 * p + 1]);
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    _mm512_storeu_si512(out->sc, _mm512_cvtepi8_epi32(sc8));
+    // int16 pairs (32·sc[2p], 32·sc[2p+1]), little-endian: coef[p].
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out->coef), _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc8), 5));
     out->d = _cvtsh_ss(b.d);  // F16C: exact, as HalfToFloat
     out->dmin = 0.0f;
   } else {
@@ -206,18 +205,21 @@ KVEDGE_ATTR_VNNI512 HWY_INLINE void Decode(const Block& b, DecodedSb* out) {
       _mm256_store_si256(reinterpret_cast<__m256i*>(out->code + 64 * j), lo);
       _mm256_store_si256(reinterpret_cast<__m256i*>(out->code + 64 * j + 32), hi);
     }
-    uint8_t sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) {  // ggml's get_scale_min_k4
-      if (j < 4) {
-        sc[j] = b.scales[j] & 63;
-        mn[j] = b.scales[j + 4] & 63;
-      } else {
-        sc[j] = (b.scales[j + 4] & 0xF) | ((b.scales[j - 4] >> 6) << 4);
-        mn[j] = (b.scales[j + 4] >> 4) | ((b.scales[j] >> 6) << 4);
-      }
-    }
-    for (size_t j = 0; j < 8; ++j) out->sc[j] = sc[j];
-    for (size_t p = 0; p < 8; ++p) out->coef[p] = PackPair(mn[p], mn[p]);  // sums of 16 2p, 2p+1: sub-block p
+    // ggml's get_scale_min_k4 for all 8 sub-blocks with 32-bit word
+    // operations (its vec_dot unpacking): bytes 0…7 scales, 8…15 mins.
+    constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+    uint32_t u[4];
+    std::memcpy(u, b.scales, 12);
+    u[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
+    const uint32_t mins_lo = u[1] & kmask1;
+    u[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
+    u[2] = mins_lo;
+    u[0] &= kmask1;
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out->sc), _mm256_cvtepu8_epi32(v));
+    // Sums of 16 2p and 2p+1 are sub-block p's: both take its min.
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out->coef),
+                        _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)), _mm256_set1_epi32(0x10001)));
     out->d = _cvtsh_ss(b.d);
     out->dmin = _cvtsh_ss(b.dmin);
   }
@@ -236,7 +238,7 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void BatchChunkRows(const Block* w, size_t nsb_
   constexpr size_t kLen = SubBlocks<Block>::kLen;
   constexpr bool kHasMins = !std::is_same_v<Block, BlockQ6_K>;
   HWY_ALIGN float lanes[L];
-  DecodedSb dec[kTileRows];
+  DecodedSb decoded[2][kTileRows];  // [super-block parity][tile row]
   for (size_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
     const size_t valid = std::min(kTileRows, row_end - r0);
     const Block* row[kTileRows];  // spare rows repeat the last valid one (results dropped)
@@ -250,6 +252,7 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void BatchChunkRows(const Block* w, size_t nsb_
         acc[i] = T::LoadF(lanes);
       }
     }
+    for (size_t i = 0; i < kTileRows; ++i) Decode(row[i][0], decoded[0] + i);
     for (size_t s = 0; s < nsb; ++s) {
       // The next tile's blocks: its rows follow these (kRows layout), a
       // stream the hardware prefetcher alone follows too late here.
@@ -257,7 +260,13 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void BatchChunkRows(const Block* w, size_t nsb_
         const char* next = reinterpret_cast<const char*>(row[i] + kTileRows * nsb_row + s);
         for (size_t l = 0; l < sizeof(Block); l += 64) _mm_prefetch(next + l, _MM_HINT_T0);
       }
-      for (size_t i = 0; i < kTileRows; ++i) Decode(row[i][s], dec + i);
+      // Decoded one super-block ahead: the tile's stores are long retired
+      // when the dot products broadcast from it (reading them back at once
+      // stalled on store forwarding: 4-byte loads out of 32-byte stores).
+      const DecodedSb* dec = decoded[s & 1];
+      if (s + 1 < nsb) {
+        for (size_t i = 0; i < kTileRows; ++i) Decode(row[i][s + 1], decoded[(s + 1) & 1] + i);
+      }
       I sum[kTileRows], corr[kTileRows];
       for (size_t i = 0; i < kTileRows; ++i) {
         sum[i] = T::Zero();
