@@ -84,12 +84,13 @@ void BM_MatVec(benchmark::State& state, WeightType type, WeightLayout layout, si
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * m.bytes()));
 }
 
-// MatVec straight from DRAM: cycles through copies of a 32000x2048 matrix
-// (the TinyLlama classifier shape) totalling ≥ 512 MiB, so no iteration finds
-// its weights in the 32 MiB-class L3 (a single 37–65 MB matrix still gets
-// partial L3 hits from the previous iteration). Bytes/s against MemoryRead is
-// the decode-relevant fraction.
-void BM_MatVecStream(benchmark::State& state, WeightType type, WeightLayout layout, int threads) {
+// MatVec (batch 1) or MatMul straight from DRAM: cycles through copies of a
+// 32000x2048 matrix (the TinyLlama classifier shape) totalling ≥ 512 MiB, so
+// no iteration finds its weights in the 32 MiB-class L3 (a single 37–65 MB
+// matrix still gets partial L3 hits from the previous iteration). Bytes/s
+// against MemoryRead is the decode-relevant fraction; with a batch (decode
+// streams stepped together) the kernel should stop waiting on DRAM.
+void BM_MatMulStream(benchmark::State& state, WeightType type, WeightLayout layout, int threads, size_t batch) {
   constexpr size_t kRows = 32000, kCols = 2048;
   const BenchMatrix first(type, layout, kRows, kCols);
   const size_t bytes = first.bytes();
@@ -99,20 +100,25 @@ void BM_MatVecStream(benchmark::State& state, WeightType type, WeightLayout layo
     storage.push_back(AlignedBuffer::Allocate(bytes, "bench matrix copy").value());
     std::memcpy(storage.back().data(), first.view().data, bytes);
   }
-  const std::vector<float> x = RandomInput(kCols);
-  std::vector<float> y(kRows);
+  const std::vector<float> x = RandomInput(batch * kCols);  // [batch][cols]
+  std::vector<float> y(batch * kRows);                        // [batch][rows]
   std::unique_ptr<ThreadArena> arena;
   if (threads > 1) arena = ThreadArena::Create(threads).value();
   size_t i = 0;
   for (auto _ : state) {
     MatrixView m = first.view();
     m.data = storage[i].data();
-    MatVec(m, x.data(), y.data(), arena.get());
+    if (batch == 1) {
+      MatVec(m, x.data(), y.data(), arena.get());
+    } else {
+      MatMul(m, x.data(), batch, y.data(), arena.get());
+    }
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
     i = (i + 1) % copies;
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * batch));
 }
 
 void BM_MatMul(benchmark::State& state, WeightType type, WeightLayout layout, size_t rows, size_t cols,
@@ -155,8 +161,17 @@ int RegisterAll() {
   for (const auto& [t, layout] : formats) {
     if (GetWeightFormat(t).kernel == WeightKernel::kFloat) continue;
     const std::string name = "MatVec/" + FormatName(t, layout) + "/32000x2048/dram";
-    benchmark::RegisterBenchmark(name.c_str(), BM_MatVecStream, t, layout, 1)->UseRealTime();
-    benchmark::RegisterBenchmark((name + "/threads:2").c_str(), BM_MatVecStream, t, layout, 2)->UseRealTime();
+    benchmark::RegisterBenchmark(name.c_str(), BM_MatMulStream, t, layout, 1, 1)->UseRealTime();
+    benchmark::RegisterBenchmark((name + "/threads:2").c_str(), BM_MatMulStream, t, layout, 2, 1)->UseRealTime();
+  }
+  // Batched decode from DRAM (issue 16): the formats of TinyLlama Q4_0 and Q4_K_M.
+  for (const auto& [t, layout] : formats) {
+    const bool q4_0_il = t == WeightType::kQ4_0 && layout == WeightLayout::kInterleaved16;
+    if (!q4_0_il && GetWeightFormat(t).kernel != WeightKernel::kInt8K) continue;
+    for (size_t batch : {4u, 8u, 16u}) {
+      const std::string name = "MatMul/" + FormatName(t, layout) + "/32000x2048/dram/batch:" + std::to_string(batch);
+      benchmark::RegisterBenchmark(name.c_str(), BM_MatMulStream, t, layout, 1, batch)->UseRealTime();
+    }
   }
   for (const auto& [t, layout] : formats) {
     for (size_t batch : {2u, 4u, 8u, 16u, 32u}) {  // decode streams (BatchDecoder) and prefill tiles
