@@ -182,17 +182,6 @@ float MakeQ3Quants(int n, int nmax, const float* x, int8_t* L) {
   return suml2 > 0 ? sumlx / suml2 : 0.0f;
 }
 
-// Scale and min j of a Q4_K/Q5_K super-block (ggml's get_scale_min_k4).
-void ScaleMin(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
-  }
-}
-
 // Q4_K / Q5_K shared part: 8 sub-blocks of 32 → 6-bit scales and mins, the
 // f16 super-scales, and the final codes L[256] in [0, nmax].
 template <class Block>
@@ -228,7 +217,7 @@ void QuantizeK45(const float* x, int nmax, float rmin, int nstep, Block* y, uint
   y->dmin = F16FromF32(max_min / 63.f);
   for (int j = 0; j < 8; ++j) {
     uint8_t sc, m;
-    ScaleMin(j, y->scales, &sc, &m);
+    KScaleMin(j, y->scales, &sc, &m);
     const float d = F32FromF16(y->d) * sc;
     if (!d) continue;
     const float dm = F32FromF16(y->dmin) * m;
