@@ -58,17 +58,9 @@ HWY_INLINE void DecodeQ2_K(DF df, const BlockQ2_K& b, float* y) {
 template <class DF>
 HWY_INLINE void DecodeQ3_K(DF df, const BlockQ3_K& b, float* y) {
   const hn::RebindToSigned<DF> di;
-  constexpr uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
   const float d_all = HalfToFloat(b.d);
-  uint32_t aux[4];
-  std::memcpy(aux, b.scales, 12);
-  const uint32_t tmp = aux[2];
-  aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-  aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-  aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
-  aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
   int8_t scales[16];
-  std::memcpy(scales, aux, 16);
+  UnpackQ3KScales(b.scales, scales);
   const uint8_t* q = b.qs;
   int is = 0, bit = 0;
   for (int n = 0; n < kSuperBlock; n += 128, q += 32) {

@@ -488,6 +488,23 @@ constexpr int SlotUnroll() {
   return kQ == 1 ? 4 : (kQ == 2 ? 2 : 1);
 }
 
+// M(0) … M(7): one expansion per accumulator slot (named variables, not
+// arrays: SVE vectors are sizeless, and GCC spilled arrays of them).
+#define KVEDGE_EACH_SLOT(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7)
+
+// Adds the unrolled slots' partial sums into slot i < kQ (slot S holds query
+// S % kQ): kQ = 1 sums slots 0..3, kQ = 2 adds slots 2, 3 to 0, 1; larger
+// groups have one slot per query.
+template <int kQ, class V>
+HWY_INLINE void FoldSlots(V& s0, V& s1, V& s2, V& s3) {
+  if constexpr (kQ == 1) {
+    s0 = hn::Add(hn::Add(s0, s1), hn::Add(s2, s3));
+  } else if constexpr (kQ == 2) {
+    s0 = hn::Add(s0, s2);
+    s1 = hn::Add(s1, s3);
+  }
+}
+
 // As ScoreBlock, for kQ queries sharing each code load/conversion:
 // out[i·out_stride + t] = scale·(Σ_c qs[i][c]·code(c, t) + bias[i]).
 // qs: [kQ][kMaxHeadDim] queries rotated (and folded with key scales).
@@ -521,32 +538,11 @@ HWY_INLINE void ScoreBlockMulti(DF df, int d, size_t pass_end, size_t pass_step,
     V b4 = hn::Zero(df), b5 = hn::Zero(df), b6 = hn::Zero(df), b7 = hn::Zero(df);
     for (int c = 0; c < d; c += kU) {
       V x, y;
-      KVEDGE_SCORE_SLOT(0)
-      KVEDGE_SCORE_SLOT(1)
-      KVEDGE_SCORE_SLOT(2)
-      KVEDGE_SCORE_SLOT(3)
-      KVEDGE_SCORE_SLOT(4)
-      KVEDGE_SCORE_SLOT(5)
-      KVEDGE_SCORE_SLOT(6)
-      KVEDGE_SCORE_SLOT(7)
+      KVEDGE_EACH_SLOT(KVEDGE_SCORE_SLOT)
     }
-    if constexpr (kQ == 1) {
-      a0 = hn::Add(hn::Add(a0, a1), hn::Add(a2, a3));
-      b0 = hn::Add(hn::Add(b0, b1), hn::Add(b2, b3));
-    } else if constexpr (kQ == 2) {
-      a0 = hn::Add(a0, a2);
-      a1 = hn::Add(a1, a3);
-      b0 = hn::Add(b0, b2);
-      b1 = hn::Add(b1, b3);
-    }
-    KVEDGE_SCORE_OUT(0)
-    KVEDGE_SCORE_OUT(1)
-    KVEDGE_SCORE_OUT(2)
-    KVEDGE_SCORE_OUT(3)
-    KVEDGE_SCORE_OUT(4)
-    KVEDGE_SCORE_OUT(5)
-    KVEDGE_SCORE_OUT(6)
-    KVEDGE_SCORE_OUT(7)
+    FoldSlots<kQ>(a0, a1, a2, a3);
+    FoldSlots<kQ>(b0, b1, b2, b3);
+    KVEDGE_EACH_SLOT(KVEDGE_SCORE_OUT)
   }
 }
 #undef KVEDGE_SCORE_SLOT
@@ -859,23 +855,9 @@ KVEDGE_ATTR_VNNI512 HWY_INLINE void VnniScoreBlock(int d, const uint8_t* HWY_RES
   for (size_t c4 = 0; c4 < quads; ++c4) {
     __m512i l01, l23, h01, h23;
     VnniKeyQuad<kInt4>(block, c4, perm_a, perm_b, l01, l23, h01, h23);
-    KVEDGE_VNNI_DOT(0)
-    KVEDGE_VNNI_DOT(1)
-    KVEDGE_VNNI_DOT(2)
-    KVEDGE_VNNI_DOT(3)
-    KVEDGE_VNNI_DOT(4)
-    KVEDGE_VNNI_DOT(5)
-    KVEDGE_VNNI_DOT(6)
-    KVEDGE_VNNI_DOT(7)
+    KVEDGE_EACH_SLOT(KVEDGE_VNNI_DOT)
   }
-  KVEDGE_VNNI_OUT(0)
-  KVEDGE_VNNI_OUT(1)
-  KVEDGE_VNNI_OUT(2)
-  KVEDGE_VNNI_OUT(3)
-  KVEDGE_VNNI_OUT(4)
-  KVEDGE_VNNI_OUT(5)
-  KVEDGE_VNNI_OUT(6)
-  KVEDGE_VNNI_OUT(7)
+  KVEDGE_EACH_SLOT(KVEDGE_VNNI_OUT)
 }
 #undef KVEDGE_VNNI_DOT
 #undef KVEDGE_VNNI_OUT
@@ -1249,42 +1231,14 @@ HWY_INLINE void AccumulateChunkMulti(DF df, const float* HWY_RESTRICT ws, size_t
                                      size_t out_stride) {
   using V = hn::Vec<DF>;
   constexpr int kU = SlotUnroll<kQ>();
-  KVEDGE_VALUE_INIT(0)
-  KVEDGE_VALUE_INIT(1)
-  KVEDGE_VALUE_INIT(2)
-  KVEDGE_VALUE_INIT(3)
-  KVEDGE_VALUE_INIT(4)
-  KVEDGE_VALUE_INIT(5)
-  KVEDGE_VALUE_INIT(6)
-  KVEDGE_VALUE_INIT(7)
+  KVEDGE_EACH_SLOT(KVEDGE_VALUE_INIT)
   for (int t = 0; t < kG; t += kU) {
     V x, y;
-    KVEDGE_VALUE_SLOT(0)
-    KVEDGE_VALUE_SLOT(1)
-    KVEDGE_VALUE_SLOT(2)
-    KVEDGE_VALUE_SLOT(3)
-    KVEDGE_VALUE_SLOT(4)
-    KVEDGE_VALUE_SLOT(5)
-    KVEDGE_VALUE_SLOT(6)
-    KVEDGE_VALUE_SLOT(7)
+    KVEDGE_EACH_SLOT(KVEDGE_VALUE_SLOT)
   }
-  if constexpr (kQ == 1) {
-    a0 = hn::Add(hn::Add(a0, a1), hn::Add(a2, a3));
-    h0 = hn::Add(hn::Add(h0, h1), hn::Add(h2, h3));
-  } else if constexpr (kQ == 2) {
-    a0 = hn::Add(a0, a2);
-    a1 = hn::Add(a1, a3);
-    h0 = hn::Add(h0, h2);
-    h1 = hn::Add(h1, h3);
-  }
-  KVEDGE_VALUE_OUT(0)
-  KVEDGE_VALUE_OUT(1)
-  KVEDGE_VALUE_OUT(2)
-  KVEDGE_VALUE_OUT(3)
-  KVEDGE_VALUE_OUT(4)
-  KVEDGE_VALUE_OUT(5)
-  KVEDGE_VALUE_OUT(6)
-  KVEDGE_VALUE_OUT(7)
+  FoldSlots<kQ>(a0, a1, a2, a3);
+  FoldSlots<kQ>(h0, h1, h2, h3);
+  KVEDGE_EACH_SLOT(KVEDGE_VALUE_OUT)
 }
 #undef KVEDGE_VALUE_SLOT
 #undef KVEDGE_VALUE_INIT
@@ -1555,23 +1509,9 @@ KVEDGE_ATTR_VNNI512 HWY_INLINE void VnniValueBlock(int d, const uint8_t* HWY_RES
         lo = VnniTokenPair(r, r + row);
         hi = VnniTokenPair(r + half, r + row + half);
       }
-      KVEDGE_VNNI_VDOT(0)
-      KVEDGE_VNNI_VDOT(1)
-      KVEDGE_VNNI_VDOT(2)
-      KVEDGE_VNNI_VDOT(3)
-      KVEDGE_VNNI_VDOT(4)
-      KVEDGE_VNNI_VDOT(5)
-      KVEDGE_VNNI_VDOT(6)
-      KVEDGE_VNNI_VDOT(7)
+      KVEDGE_EACH_SLOT(KVEDGE_VNNI_VDOT)
     }
-    KVEDGE_VNNI_VOUT(0)
-    KVEDGE_VNNI_VOUT(1)
-    KVEDGE_VNNI_VOUT(2)
-    KVEDGE_VNNI_VOUT(3)
-    KVEDGE_VNNI_VOUT(4)
-    KVEDGE_VNNI_VOUT(5)
-    KVEDGE_VNNI_VOUT(6)
-    KVEDGE_VNNI_VOUT(7)
+    KVEDGE_EACH_SLOT(KVEDGE_VNNI_VOUT)
   }
 }
 #undef KVEDGE_VNNI_VDOT
@@ -1714,6 +1654,8 @@ float SoftmaxInPlace(float* HWY_RESTRICT x, size_t n) {
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
+#undef KVEDGE_EACH_SLOT
+
 }  // namespace HWY_NAMESPACE
 }  // namespace kvedge
 HWY_AFTER_NAMESPACE();

@@ -131,17 +131,6 @@ void MatVecRowsQuantizedActivations(const MatrixView& w, const float* x, float* 
 
 namespace {
 
-// Scale and min j (0..7) of a Q4_K/Q5_K super-block (ggml's get_scale_min_k4).
-void ScaleMinK4(int j, const uint8_t* q, int* d, int* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
-  }
-}
-
 // Super-block sb of row r: S, M (see MatVecRowsQ8K), dw and dmin.
 struct KSums {
   int64_t s = 0, m = 0;
@@ -154,8 +143,8 @@ KSums Q45Sums(const Block& b, const uint8_t* qh, const BlockQ8_K& a) {
   out.dw = F32FromF16(b.d);
   out.dmin = F32FromF16(b.dmin);
   for (int j = 0; j < 8; ++j) {  // sub-blocks of 32: nibble j % 2 of bytes 32·(j/2) …
-    int sc, mn;
-    ScaleMinK4(j, b.scales, &sc, &mn);
+    uint8_t sc, mn;
+    KScaleMin(j, b.scales, &sc, &mn);
     for (int l = 0; l < 32; ++l) {
       int q = (b.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15;
       if (qh != nullptr) q += ((qh[l] >> j) & 1) << 4;

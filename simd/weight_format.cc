@@ -124,23 +124,14 @@ void DequantQ2_K(const void* src, float* y, size_t n) {
 }
 
 void DequantQ3_K(const void* src, float* y, size_t n) {
-  constexpr uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
   const auto* x = static_cast<const BlockQ3_K*>(src);
   for (size_t i = 0; i < n / kSuperBlock; ++i) {
     const float d_all = H(x[i].d);
     const uint8_t* q = x[i].qs;
     const uint8_t* hm = x[i].hmask;
     uint8_t m = 1;
-    // The 16 6-bit scales: low 4 bits in bytes 0..7, high 2 bits in 8..11.
-    uint32_t aux[4];
-    std::memcpy(aux, x[i].scales, 12);
-    const uint32_t tmp = aux[2];
-    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
-    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
     int8_t scales[16];
-    std::memcpy(scales, aux, 16);
+    UnpackQ3KScales(x[i].scales, scales);
     int is = 0;
     for (int n128 = 0; n128 < kSuperBlock; n128 += 128) {
       int shift = 0;
@@ -161,17 +152,6 @@ void DequantQ3_K(const void* src, float* y, size_t n) {
   }
 }
 
-// Scale and min j (0..7) of a Q4_K/Q5_K super-block (ggml's get_scale_min_k4).
-void ScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
-  }
-}
-
 void DequantQ4_K(const void* src, float* y, size_t n) {
   const auto* x = static_cast<const BlockQ4_K*>(src);
   for (size_t i = 0; i < n / kSuperBlock; ++i) {
@@ -181,9 +161,9 @@ void DequantQ4_K(const void* src, float* y, size_t n) {
     int is = 0;
     uint8_t sc, m;
     for (int j = 0; j < kSuperBlock; j += 64) {
-      ScaleMinK4(is + 0, x[i].scales, &sc, &m);
+      KScaleMin(is + 0, x[i].scales, &sc, &m);
       const float d1 = d * sc, m1 = min * m;
-      ScaleMinK4(is + 1, x[i].scales, &sc, &m);
+      KScaleMin(is + 1, x[i].scales, &sc, &m);
       const float d2 = d * sc, m2 = min * m;
       for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
@@ -204,9 +184,9 @@ void DequantQ5_K(const void* src, float* y, size_t n) {
     uint8_t sc, m;
     uint8_t u1 = 1, u2 = 2;
     for (int j = 0; j < kSuperBlock; j += 64) {
-      ScaleMinK4(is + 0, x[i].scales, &sc, &m);
+      KScaleMin(is + 0, x[i].scales, &sc, &m);
       const float d1 = d * sc, m1 = min * m;
-      ScaleMinK4(is + 1, x[i].scales, &sc, &m);
+      KScaleMin(is + 1, x[i].scales, &sc, &m);
       const float d2 = d * sc, m2 = min * m;
       for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -72,6 +73,32 @@ static_assert(sizeof(BlockQ5_K) == 176, "ggml block_q5_K");
 static_assert(sizeof(BlockQ6_K) == 210, "ggml block_q6_K");
 static_assert(sizeof(BlockIQ4_NL) == 18, "ggml block_iq4_nl");
 static_assert(sizeof(BlockIQ4_XS) == 136, "ggml block_iq4_xs");
+
+// Scale and min of sub-block j (0..7) from a Q4_K/Q5_K super-block's 12
+// packed scale bytes (ggml's get_scale_min_k4): 6 bits each.
+inline void KScaleMin(int j, const uint8_t* scales, uint8_t* d, uint8_t* m) {
+  if (j < 4) {
+    *d = scales[j] & 63;
+    *m = scales[j + 4] & 63;
+  } else {
+    *d = (scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4);
+    *m = (scales[j + 4] >> 4) | ((scales[j - 0] >> 6) << 4);
+  }
+}
+
+// The 16 6-bit scales (stored + 32) of a Q3_K super-block from its 12 packed
+// bytes: low 4 bits in bytes 0..7, high 2 bits in bytes 8..11.
+inline void UnpackQ3KScales(const uint8_t* packed, int8_t scales[16]) {
+  constexpr uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  uint32_t aux[4];
+  std::memcpy(aux, packed, 12);
+  const uint32_t tmp = aux[2];
+  aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+  aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+  aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+  aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+  std::memcpy(scales, aux, 16);
+}
 
 // ggml's kvalues_iq4nl: the 16 levels of IQ4_NL / IQ4_XS.
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,

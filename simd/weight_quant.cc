@@ -41,15 +41,7 @@ void QuantizeRowQ4_0(const float* x, size_t n, BlockQ4_0* out) {
   constexpr int kHalf = kQuantBlock / 2;
   for (size_t b = 0; b < n / kQuantBlock; ++b) {
     const float* xb = x + b * kQuantBlock;
-    float amax = 0.0f;
-    float max = 0.0f;
-    for (int j = 0; j < kQuantBlock; ++j) {
-      if (amax < std::fabs(xb[j])) {
-        amax = std::fabs(xb[j]);
-        max = xb[j];
-      }
-    }
-    const float d = max / -8.0f;
+    const float d = LargestMagnitude(xb, kQuantBlock) / -8.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     out[b].d = F16FromF32(d);
     for (int j = 0; j < kHalf; ++j) {

@@ -5,12 +5,28 @@
 #ifndef KVEDGE_SIMD_WEIGHT_QUANT_H_
 #define KVEDGE_SIMD_WEIGHT_QUANT_H_
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
 #include "simd/model_kernels.h"
 
 namespace kvedge {
+
+// The element of x[n] with the largest |x|, keeping its sign (the first of
+// equals; NaNs never win; 0 when n = 0 or all are 0): the reference
+// quantizers' per-group "max" (ggml's amax/max scan).
+inline float LargestMagnitude(const float* x, int n) {
+  float max = 0.0f, amax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  return max;
+}
 
 // x: f32 [n], n a multiple of kQuantBlock (aborts otherwise); out: [n / 32].
 // Per block: d = amax / 127 (stored as f16), q = roundf(x / d) (ties away

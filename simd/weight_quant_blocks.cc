@@ -98,15 +98,8 @@ float MakeQkx2Quants(int n, int nmax, const float* x, const float* weights, uint
 // Symmetric quantization to [−nmax, nmax−1] weighted by x² (ggml's
 // make_qx_quants, rmse_type 1): L holds code + nmax; returns the scale.
 float MakeQxQuants(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
+  const float max = LargestMagnitude(x, n);
+  if (std::fabs(max) < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;
   }
@@ -147,15 +140,8 @@ float MakeQxQuants(int n, int nmax, const float* x, int8_t* L) {
 
 // ggml's make_q3_quants with do_rmse: coordinate descent on the codes.
 float MakeQ3Quants(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
+  const float max = LargestMagnitude(x, n);
+  if (std::fabs(max) < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;
   }
@@ -196,17 +182,6 @@ float MakeQ3Quants(int n, int nmax, const float* x, int8_t* L) {
   return suml2 > 0 ? sumlx / suml2 : 0.0f;
 }
 
-// Scale and min j of a Q4_K/Q5_K super-block (ggml's get_scale_min_k4).
-void ScaleMin(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
-  }
-}
-
 // Q4_K / Q5_K shared part: 8 sub-blocks of 32 → 6-bit scales and mins, the
 // f16 super-scales, and the final codes L[256] in [0, nmax].
 template <class Block>
@@ -242,7 +217,7 @@ void QuantizeK45(const float* x, int nmax, float rmin, int nstep, Block* y, uint
   y->dmin = F16FromF32(max_min / 63.f);
   for (int j = 0; j < 8; ++j) {
     uint8_t sc, m;
-    ScaleMin(j, y->scales, &sc, &m);
+    KScaleMin(j, y->scales, &sc, &m);
     const float d = F32FromF16(y->d) * sc;
     if (!d) continue;
     const float dm = F32FromF16(y->dmin) * m;
@@ -275,20 +250,12 @@ void QuantizeIq4(int super, const float* x, uint16_t* dh, uint8_t* q4, uint16_t*
   float scales[kSuperBlock / kBlock], weight[kBlock];
   std::memset(q4, 0, super / 2);
   *dh = F16FromF32(0.f);
-  float max_scale = 0, amax_scale = 0;
   for (int ib = 0; ib < super / kBlock; ++ib) {
     const float* xb = x + ib * kBlock;
     uint8_t* Lb = L + ib * kBlock;
     for (int j = 0; j < kBlock; ++j) weight[j] = xb[j] * xb[j];
-    float amax = 0, max = 0;
-    for (int j = 0; j < kBlock; ++j) {
-      const float ax = std::fabs(xb[j]);
-      if (ax > amax) {
-        amax = ax;
-        max = xb[j];
-      }
-    }
-    if (amax < kGroupMaxEps) {
+    const float max = LargestMagnitude(xb, kBlock);
+    if (std::fabs(max) < kGroupMaxEps) {
       scales[ib] = 0;
       for (int j = 0; j < kBlock; ++j) Lb[j] = static_cast<uint8_t>(BestIndex(values, 0.0f));
       continue;
@@ -319,11 +286,8 @@ void QuantizeIq4(int super, const float* x, uint16_t* dh, uint8_t* q4, uint16_t*
       }
     }
     scales[ib] = d;
-    if (std::fabs(d) > amax_scale) {
-      amax_scale = std::fabs(d);
-      max_scale = d;
-    }
   }
+  const float max_scale = LargestMagnitude(scales, super / kBlock);
   if (super > kBlock) {
     *scales_h = 0;
     const float d = -max_scale / 32;
@@ -350,15 +314,23 @@ void QuantizeIq4(int super, const float* x, uint16_t* dh, uint8_t* q4, uint16_t*
   }
 }
 
+// The smallest and largest of a block's kQuantBlock values (the Q4_1/Q5_1
+// range; NaNs are skipped).
+void BlockMinMax(const float* x, float* min, float* max) {
+  *min = FLT_MAX;
+  *max = -FLT_MAX;
+  for (int j = 0; j < kQuantBlock; ++j) {
+    *min = std::min(*min, x[j]);
+    *max = std::max(*max, x[j]);
+  }
+}
+
 }  // namespace
 
 void QuantizeRowQ4_1(const float* x, size_t n, BlockQ4_1* y) {
   for (size_t i = 0; i < n / kQuantBlock; ++i, x += kQuantBlock) {
-    float min = FLT_MAX, max = -FLT_MAX;
-    for (int j = 0; j < kQuantBlock; ++j) {
-      min = std::min(min, x[j]);
-      max = std::max(max, x[j]);
-    }
+    float min, max;
+    BlockMinMax(x, &min, &max);
     const float d = (max - min) / 15;
     const float id = d ? 1.0f / d : 0.0f;
     y[i].d = F16FromF32(d);
@@ -373,14 +345,7 @@ void QuantizeRowQ4_1(const float* x, size_t n, BlockQ4_1* y) {
 
 void QuantizeRowQ5_0(const float* x, size_t n, BlockQ5_0* y) {
   for (size_t i = 0; i < n / kQuantBlock; ++i, x += kQuantBlock) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < kQuantBlock; ++j) {
-      if (amax < std::fabs(x[j])) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
-    const float d = max / -16;
+    const float d = LargestMagnitude(x, kQuantBlock) / -16;
     const float id = d ? 1.0f / d : 0.0f;
     y[i].d = F16FromF32(d);
     uint32_t qh = 0;
@@ -397,11 +362,8 @@ void QuantizeRowQ5_0(const float* x, size_t n, BlockQ5_0* y) {
 
 void QuantizeRowQ5_1(const float* x, size_t n, BlockQ5_1* y) {
   for (size_t i = 0; i < n / kQuantBlock; ++i, x += kQuantBlock) {
-    float min = FLT_MAX, max = -FLT_MAX;
-    for (int j = 0; j < kQuantBlock; ++j) {
-      min = std::min(min, x[j]);
-      max = std::max(max, x[j]);
-    }
+    float min, max;
+    BlockMinMax(x, &min, &max);
     const float d = (max - min) / 31;
     const float id = d ? 1.0f / d : 0.0f;
     y[i].d = F16FromF32(d);
@@ -466,15 +428,8 @@ void QuantizeRowQ3_K(const float* x, size_t n, BlockQ3_K* y) {
   for (size_t i = 0; i < n / kSuperBlock; ++i, x += kSuperBlock) {
     int8_t L[kSuperBlock];
     float scales[16];
-    float max_scale = 0, amax = 0;
-    for (int j = 0; j < 16; ++j) {
-      scales[j] = MakeQ3Quants(16, 4, x + 16 * j, L + 16 * j);
-      const float scale = std::fabs(scales[j]);
-      if (scale > amax) {
-        amax = scale;
-        max_scale = scales[j];
-      }
-    }
+    for (int j = 0; j < 16; ++j) scales[j] = MakeQ3Quants(16, 4, x + 16 * j, L + 16 * j);
+    const float max_scale = LargestMagnitude(scales, 16);
     std::memset(y[i].scales, 0, 12);
     if (max_scale) {
       const float iscale = -32.f / max_scale;
@@ -564,15 +519,9 @@ void QuantizeRowQ6_K(const float* x, size_t n, BlockQ6_K* y) {
   for (size_t i = 0; i < n / kSuperBlock; ++i, x += kSuperBlock) {
     int8_t L[kSuperBlock];
     float scales[16];
-    float max_scale = 0, max_abs_scale = 0;
-    for (int ib = 0; ib < 16; ++ib) {
-      scales[ib] = MakeQxQuants(16, 32, x + 16 * ib, L + 16 * ib);
-      if (std::fabs(scales[ib]) > max_abs_scale) {
-        max_abs_scale = std::fabs(scales[ib]);
-        max_scale = scales[ib];
-      }
-    }
-    if (max_abs_scale < kGroupMaxEps) {
+    for (int ib = 0; ib < 16; ++ib) scales[ib] = MakeQxQuants(16, 32, x + 16 * ib, L + 16 * ib);
+    const float max_scale = LargestMagnitude(scales, 16);
+    if (std::fabs(max_scale) < kGroupMaxEps) {
       std::memset(&y[i], 0, sizeof(BlockQ6_K));
       continue;
     }

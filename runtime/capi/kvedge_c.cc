@@ -118,6 +118,25 @@ void Release(const kvedge_model* model) {
   if (model->references.fetch_sub(1, std::memory_order_acq_rel) == 1) delete model;
 }
 
+// Gives the caller a session or chat handle, which holds a counted reference
+// to its model.
+template <typename Handle>
+kvedge_status Hand(std::unique_ptr<Handle> handle, Handle** out) {
+  handle->model->references.fetch_add(1, std::memory_order_relaxed);
+  *out = handle.release();
+  return KVEDGE_OK;
+}
+
+// Frees a handle of Hand, then its model reference: the handle's Session
+// borrows the model's weights. NULL is a no-op.
+template <typename Handle>
+void FreeHandle(Handle* handle) {
+  if (handle == nullptr) return;
+  const kvedge_model* model = handle->model;
+  delete handle;
+  Release(model);
+}
+
 // Parses an optional name with `parse`; NULL leaves *out unset.
 template <typename T, typename Parse>
 Status ParseName(const char* field, const char* name, Parse parse, const char* accepted, std::optional<T>* out) {
@@ -225,6 +244,23 @@ void FillConfigDefaults(kvedge_session_config* config) {
   config->top_k = sampler.top_k;
   config->top_p = sampler.top_p;
   config->seed = sampler.seed;
+}
+
+// The options of a caller's config for kvedge_session_create and
+// kvedge_chat_create: the caller's fields over the defaults (NULL: all
+// defaults); fields past config->size keep theirs.
+kvedge_status ReadConfig(const kvedge_model& model, const kvedge_session_config* config, const char* function,
+                         SessionOptions* session, SamplerOptions* sampler) {
+  kvedge_session_config merged{};
+  FillConfigDefaults(&merged);
+  if (config != nullptr) {
+    const kvedge_status sized = CheckSize(config->size, kSessionConfigSizeAbi0, function, "config->size");
+    if (sized != KVEDGE_OK) return sized;
+    std::memcpy(static_cast<void*>(&merged), config, std::min(config->size, sizeof(merged)));
+  }
+  merged.size = sizeof(merged);
+  const Status parsed = ToOptions(model, merged, session, sampler);
+  return parsed.ok() ? KVEDGE_OK : Fail(parsed, function);
 }
 
 kvedge_status NeedLogits(const kvedge_session& s, const char* function) {
@@ -383,19 +419,10 @@ kvedge_status kvedge_session_create(const kvedge_model* model, const kvedge_sess
   if (model == nullptr) return NullArgument(fn, "model");
   if (out == nullptr) return NullArgument(fn, "out");
   return Guarded(fn, [&] {
-    // The caller's fields over the defaults: fields past config->size keep theirs.
-    kvedge_session_config merged{};
-    kvedge::FillConfigDefaults(&merged);
-    if (config != nullptr) {
-      const kvedge_status sized = kvedge::CheckSize(config->size, kvedge::kSessionConfigSizeAbi0, fn, "config->size");
-      if (sized != KVEDGE_OK) return sized;
-      std::memcpy(static_cast<void*>(&merged), config, std::min(config->size, sizeof(merged)));
-    }
-    merged.size = sizeof(merged);
     kvedge::SessionOptions options;
     kvedge::SamplerOptions sampler_options;
-    const kvedge::Status parsed = kvedge::ToOptions(*model, merged, &options, &sampler_options);
-    if (!parsed.ok()) return Fail(parsed, fn);
+    const kvedge_status read = kvedge::ReadConfig(*model, config, fn, &options, &sampler_options);
+    if (read != KVEDGE_OK) return read;
     auto sampler = kvedge::Sampler::Create(sampler_options, model->weights->config.vocab_size);
     if (!sampler.ok()) return Fail(sampler.status(), fn);
     auto generator = kvedge::Generator::Create(*model->tokenizer, kvedge::GeneratorOptions{});
@@ -404,18 +431,11 @@ kvedge_status kvedge_session_create(const kvedge_model* model, const kvedge_sess
     if (!session.ok()) return Fail(session.status(), fn);
     auto handle = std::make_unique<kvedge_session>(model, std::move(session).value(), std::move(sampler).value(),
                                                    std::move(generator).value());
-    model->references.fetch_add(1, std::memory_order_relaxed);
-    *out = handle.release();
-    return KVEDGE_OK;
+    return kvedge::Hand(std::move(handle), out);
   });
 }
 
-void kvedge_session_free(kvedge_session* session) {
-  if (session == nullptr) return;
-  const kvedge_model* model = session->model;
-  delete session;  // the Session borrows the model's weights: release them after
-  kvedge::Release(model);
-}
+void kvedge_session_free(kvedge_session* session) { kvedge::FreeHandle(session); }
 
 kvedge_status kvedge_session_feed_tokens(kvedge_session* session, const int32_t* tokens, size_t n) {
   const char* const fn = __func__;  // __func__ inside a lambda names the lambda
@@ -594,15 +614,10 @@ kvedge_status kvedge_chat_create(const kvedge_model* model, const kvedge_session
   if (model == nullptr) return NullArgument(fn, "model");
   if (out == nullptr) return NullArgument(fn, "out");
   return Guarded(fn, [&] {
-    kvedge_session_config defaults;
-    if (config == nullptr) {
-      kvedge_session_config_init(&defaults);
-      config = &defaults;
-    }
     kvedge::SessionOptions options;
     kvedge::SamplerOptions sampler_options;
-    const kvedge::Status parsed = kvedge::ToOptions(*model, *config, &options, &sampler_options);
-    if (!parsed.ok()) return Fail(parsed, fn);
+    const kvedge_status read = kvedge::ReadConfig(*model, config, fn, &options, &sampler_options);
+    if (read != KVEDGE_OK) return read;
     auto sampler = kvedge::Sampler::Create(sampler_options, model->weights->config.vocab_size);
     if (!sampler.ok()) return Fail(sampler.status(), fn);
     auto session = kvedge::Session::Create(*model->weights, options);
@@ -618,18 +633,11 @@ kvedge_status kvedge_chat_create(const kvedge_model* model, const kvedge_session
     auto handle = std::make_unique<kvedge_chat>();
     handle->model = model;
     handle->conversation = std::move(conversation).value();
-    model->references.fetch_add(1, std::memory_order_relaxed);
-    *out = handle.release();
-    return KVEDGE_OK;
+    return kvedge::Hand(std::move(handle), out);
   });
 }
 
-void kvedge_chat_free(kvedge_chat* chat) {
-  if (chat == nullptr) return;
-  const kvedge_model* model = chat->model;
-  delete chat;  // the session borrows the model's weights: release them after
-  kvedge::Release(model);
-}
+void kvedge_chat_free(kvedge_chat* chat) { kvedge::FreeHandle(chat); }
 
 kvedge_status kvedge_chat_add_message(kvedge_chat* chat, const char* role, const char* content) {
   const char* const fn = __func__;

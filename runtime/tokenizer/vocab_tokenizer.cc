@@ -31,7 +31,6 @@ const std::array<std::string, 256>& ByteToUnicode() {
   return table;
 }
 
-
 uint8_t AttrOfType(int32_t type) {
   switch (type) {
     case 1: return kTokenAttrNormal;
@@ -121,21 +120,35 @@ std::vector<Symbol> CharacterSymbols(std::string_view text) {
   return sym;
 }
 
+// A mergeable pair of adjacent symbols: SPM ranks by −score (best score
+// first), BPE by merge rank.
+template <typename Rank>
+struct Bigram {
+  Rank rank;
+  int left, right;
+  size_t size;
+};
+template <typename Rank>
+struct BigramOrder {  // priority_queue's comparator: lowest rank first, leftmost on ties
+  bool operator()(const Bigram<Rank>& a, const Bigram<Rank>& b) const {
+    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
+  }
+};
+
 // Merges adjacent symbols, best pair first, until no adjacent pair is
 // mergeable. `pair(l, r)` gives the Bigram of adjacent symbols l and r, or
-// nothing when they do not merge; `Order` ranks Bigrams (priority_queue's
-// comparator: the best comes out first). Entries left over from earlier
-// merges are skipped.
-template <typename Bigram, typename Order, typename Pair>
+// nothing when they do not merge; the lowest rank merges first. Entries left
+// over from earlier merges are skipped.
+template <typename Rank, typename Pair>
 void MergeBestFirst(std::vector<Symbol>& sym, Pair pair) {
-  std::priority_queue<Bigram, std::vector<Bigram>, Order> queue;
+  std::priority_queue<Bigram<Rank>, std::vector<Bigram<Rank>>, BigramOrder<Rank>> queue;
   const auto consider = [&](int l, int r) {
     if (l < 0 || r < 0) return;
-    if (const std::optional<Bigram> b = pair(l, r)) queue.push(*b);
+    if (const std::optional<Bigram<Rank>> b = pair(l, r)) queue.push(*b);
   };
   for (int i = 1; i < static_cast<int>(sym.size()); ++i) consider(i - 1, i);
   while (!queue.empty()) {
-    const Bigram b = queue.top();
+    const Bigram<Rank> b = queue.top();
     queue.pop();
     Symbol& l = sym[b.left];
     Symbol& r = sym[b.right];
@@ -148,28 +161,6 @@ void MergeBestFirst(std::vector<Symbol>& sym, Pair pair) {
     consider(b.left, l.next);
   }
 }
-
-struct SpmBigram {
-  float score;
-  int left, right;
-  size_t size;
-};
-struct SpmOrder {  // highest score first, leftmost on ties
-  bool operator()(const SpmBigram& a, const SpmBigram& b) const {
-    return a.score < b.score || (a.score == b.score && a.left > b.left);
-  }
-};
-
-struct BpeBigram {
-  int rank;
-  int left, right;
-  size_t size;
-};
-struct BpeOrder {  // lowest rank first, leftmost on ties
-  bool operator()(const BpeBigram& a, const BpeBigram& b) const {
-    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-  }
-};
 
 }  // namespace
 
@@ -420,11 +411,11 @@ void VocabTokenizer::EncodeSpm(std::string_view text, std::vector<int>* out) con
   // a symbol of its own); adjacent symbols merge while their concatenation
   // is a token, best score first.
   std::vector<Symbol> sym = CharacterSymbols(text);
-  MergeBestFirst<SpmBigram, SpmOrder>(sym, [&](int l, int r) -> std::optional<SpmBigram> {
+  MergeBestFirst<float>(sym, [&](int l, int r) -> std::optional<Bigram<float>> {
     const std::string_view joined = text.substr(sym[l].begin, sym[l].len + sym[r].len);
     const int id = Find(joined);
     if (id < 0) return std::nullopt;
-    return SpmBigram{scores_[id], l, r, joined.size()};
+    return Bigram<float>{-scores_[id], l, r, joined.size()};
   });
   for (int i = sym.empty() ? -1 : 0; i >= 0; i = sym[i].next) {
     const std::string_view s = text.substr(sym[i].begin, sym[i].len);
@@ -469,13 +460,13 @@ void VocabTokenizer::EncodeBpeWord(const std::string& word, std::vector<int>* ou
   }
   std::vector<Symbol> sym = CharacterSymbols(word);  // `word` is valid UTF-8
   std::string key;
-  MergeBestFirst<BpeBigram, BpeOrder>(sym, [&](int l, int r) -> std::optional<BpeBigram> {
+  MergeBestFirst<int>(sym, [&](int l, int r) -> std::optional<Bigram<int>> {
     key.assign(word, sym[l].begin, sym[l].len);
     key.push_back(' ');
     key.append(word, sym[r].begin, sym[r].len);
     const auto it = ranks_.find(key);
     if (it == ranks_.end()) return std::nullopt;
-    return BpeBigram{it->second, l, r, sym[l].len + sym[r].len};
+    return Bigram<int>{it->second, l, r, sym[l].len + sym[r].len};
   });
   for (int i = sym.empty() ? -1 : 0; i >= 0; i = sym[i].next) {
     const std::string_view s = std::string_view(word).substr(sym[i].begin, sym[i].len);

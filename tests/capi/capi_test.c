@@ -352,6 +352,9 @@ static void TestAbiSizes(const kvedge_model* model) {
   kvedge_session* session = NULL;
   CHECK(kvedge_session_create(model, &config, &session) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("config->size"));
   CHECK(session == NULL);
+  kvedge_chat* chat = NULL;  /* chats read their config as sessions do */
+  CHECK(kvedge_chat_create(model, &config, NULL, NULL, &chat) == KVEDGE_INVALID_ARGUMENT && ErrorMentions("config->size"));
+  CHECK(chat == NULL);
   kvedge_session_config_init(&config);
   CHECK(config.size == sizeof(config));
 
