@@ -18,10 +18,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "simd/half_inline.h"
 #include "simd/matvec_kquant.h"
 #include "simd/weight_format.h"
+#include "simd/x86_vnni.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "simd/matvec_kquant.cc"
@@ -232,6 +234,201 @@ HWY_INLINE float Dmin(const Block& b) {
   }
 }
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// ------------------------------ MatVec on AVX-512 (BW; VNNI on AVX3_DL)
+// One super-block at a time in the GGUF rows layout, 64 weights per zmm as
+// unsigned bytes (Q4_K 0…15, Q5_K 0…31, Q6_K q + 32 = 0…63) without
+// widening: vpmaddubsw against the int8 activation codes gives int16 pair
+// sums (≤ 2·63·127, no saturation), vpdpwssd (AVX3: vpmaddwd + add) weights
+// each pair by its sub-block scale into int32 lanes, and one horizontal sum
+// per super-block gives S (and M, from the Q8_K bsums in one vpmaddwd).
+// Raw intrinsics: Highway 1.0.3 has no u8×i8 or i16 pair-sum op.
+// The activation codes are stored in the weights' byte order (PrepareAvxChunk), so
+// no weight byte is moved: a Q4_K/Q5_K zmm of 64 code bytes holds sub-blocks
+// 0 and 2 in its low nibbles and 1 and 3 in its high ones (4…7 likewise).
+#if HWY_TARGET == HWY_AVX3_DL
+#define KVEDGE_ATTR_KQ KVEDGE_ATTR_VNNI512
+// acc + Σ of each int32 lane's two int16 products p·sc.
+KVEDGE_ATTR_KQ HWY_INLINE __m512i AddScaledPairs(__m512i acc, __m512i p, __m512i sc) {
+  return _mm512_dpwssd_epi32(acc, p, sc);
+}
+#else
+#define KVEDGE_ATTR_KQ
+HWY_INLINE __m512i AddScaledPairs(__m512i acc, __m512i p, __m512i sc) {
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(p, sc));
+}
+#endif
+
+constexpr bool kAvxMatVec = true;
+
+// Activation sub-blocks (of 32) in the byte order of a Q4_K/Q5_K
+// super-block's codes: slot i of the stored codes holds sub-block kQ45Order[i].
+constexpr int kQ45Order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+
+// One input vector's Q8_K activations over a chunk, qs in the weight
+// format's byte order (Q6_K's is ggml's own).
+template <class Block>
+HWY_NOINLINE void PrepareAvxChunk(const float* x, size_t nsb, BlockQ8_K* c) {
+  QuantizeRowQ8_K(x, c, nsb * kSuperBlock);
+  if constexpr (KQuant<Block>::kHasMins) {
+    for (size_t s = 0; s < nsb; ++s) {
+      int8_t q[kSuperBlock];
+      std::memcpy(q, c[s].qs, sizeof(q));
+      for (int i = 0; i < 8; ++i) std::memcpy(c[s].qs + 32 * i, q + 32 * kQ45Order[i], 32);
+    }
+  }
+}
+
+// Index vectors for vpermw, built once per call.
+struct AvxIndex {
+  __m512i scale[4];  // int16 lane → its sub-block's scale lane, per code vector
+  __m256i mins;      // Q4_K/Q5_K: lane i (a bsums of 16) → mins lane 8 + i/2
+};
+
+template <class Block>
+KVEDGE_ATTR_KQ HWY_INLINE AvxIndex MakeAvxIndex() {
+  HWY_ALIGN int16_t idx[4][32];
+  HWY_ALIGN int16_t mins[16];
+  for (int k = 0; k < 4; ++k) {
+    for (int i = 0; i < 32; ++i) {
+      // Q4_K/Q5_K: code vector k's halves are sub-block slots 2k and 2k+1;
+      // Q6_K: vector k covers weights 64k…64k+63, a scale per 16 (per 128 bits).
+      idx[k][i] = static_cast<int16_t>(KQuant<Block>::kHasMins ? kQ45Order[2 * k + i / 16] : 4 * k + i / 8);
+    }
+  }
+  for (int i = 0; i < 16; ++i) mins[i] = static_cast<int16_t>(8 + i / 2);
+  AvxIndex out;
+  for (int k = 0; k < 4; ++k) out.scale[k] = _mm512_load_si512(idx[k]);
+  out.mins = _mm256_load_si256(reinterpret_cast<const __m256i*>(mins));
+  return out;
+}
+
+// [S, M] in lanes 0 and 1 of the result: S = Σ of s's 16 lanes, M = Σ of m's 8.
+KVEDGE_ATTR_KQ HWY_INLINE __m128i ReduceSM(__m512i s, __m256i m) {
+  const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+  const __m256i t = _mm256_hadd_epi32(s8, m);  // [s01 s23 m01 m23 | s45 s67 m45 m67]
+  const __m128i u = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+  return _mm_hadd_epi32(u, u);
+}
+
+// The 8 scales and 8 mins of a Q4_K/Q5_K super-block as int16 lanes
+// [sc0 … sc7, m0 … m7]: UnpackScalesMins on 32-bit lanes. Reads 16 bytes at
+// packed (the 12 scale bytes and 4 bytes of the block's codes).
+KVEDGE_ATTR_KQ HWY_INLINE __m256i ScalesMins16(const uint8_t* packed) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));  // [u0 u1 u2 ·]
+  const __m128i a = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(v, 0x98), _mm_set_epi32(4, 0, 0, 0)),
+                                  _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));  // [u0 u2 u1 u2]
+  const __m128i b = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, 0x50), 2),
+                                  _mm_set_epi32(0x30303030, 0, 0x30303030, 0));  // [u0 u0 u1 u1]
+  return _mm256_cvtepu8_epi16(_mm_or_si128(a, b));
+}
+
+// S and M of one Q4_K (kQ5 false) or Q5_K super-block against activations a.
+template <bool kQ5>
+KVEDGE_ATTR_KQ HWY_INLINE __m128i SumsQ45(const uint8_t* packed, const uint8_t* qh, const uint8_t* qs,
+                                          const BlockQ8_K& a, const AvxIndex& idx) {
+  const __m256i sc16 = ScalesMins16(packed);
+  const __m512i scz = _mm512_castsi256_si512(sc16);
+  const __m512i k15 = _mm512_set1_epi8(15);
+  const __m512i l0 = _mm512_loadu_si512(qs), l1 = _mm512_loadu_si512(qs + 64);
+  __m512i w[4] = {_mm512_and_si512(l0, k15), _mm512_and_si512(_mm512_srli_epi16(l0, 4), k15),
+                  _mm512_and_si512(l1, k15), _mm512_and_si512(_mm512_srli_epi16(l1, 4), k15)};
+  if constexpr (kQ5) {
+    // Bit 2c (low nibbles) or 2c+1 (high) of qh[l] is the fifth bit of
+    // 32-weight group c + l; vector k's 256-bit halves take bits
+    // kLowBit[k] and kLowBit[k] + 2.
+    const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)));
+    const __m512i k16 = _mm512_set1_epi8(16);
+    constexpr int kLowBit[4] = {0, 1, 4, 5};
+    for (int k = 0; k < 4; ++k) {
+      const __m512i bits = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << kLowBit[k])),
+                                              _mm256_set1_epi8(static_cast<char>(1 << (kLowBit[k] + 2))), 1);
+      w[k] = _mm512_mask_add_epi8(w[k], _mm512_test_epi8_mask(h, bits), w[k], k16);
+    }
+  }
+  __m512i acc = _mm512_setzero_si512();
+  for (int k = 0; k < 4; ++k) {
+    const __m512i p = _mm512_maddubs_epi16(w[k], _mm512_loadu_si512(a.qs + 64 * k));
+    acc = AddScaledPairs(acc, p, _mm512_permutexvar_epi16(idx.scale[k], scz));
+  }
+  const __m256i mins = _mm256_permutexvar_epi16(idx.mins, sc16);
+  const __m256i m = _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)));
+  return ReduceSM(acc, m);
+}
+
+// S of one Q6_K super-block (lane 0): Σ sc·q·x over the unsigned codes q
+// = (q − 32) + 32, minus 32·Σ sc·bsum.
+KVEDGE_ATTR_KQ HWY_INLINE int32_t SumQ6(const BlockQ6_K& b, const BlockQ8_K& a, const AvxIndex& idx) {
+  const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  const __m512i scz = _mm512_castsi256_si512(sc16);
+  const __m512i k15 = _mm512_set1_epi8(15), k48 = _mm512_set1_epi8(0x30);
+  // qh bits 2c, 2c+1 of byte l are the top bits of weight 32c + l (of the
+  // half): low nibbles (c = 0, 1) shift them up by 4 or 2, high nibbles
+  // (c = 2, 3) down by 0 or 2, per 256-bit half; 16-bit shifts are exact
+  // under the 0x30 mask.
+  const __m512i up = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+  const __m512i down = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+  __m512i acc = _mm512_setzero_si512();
+  for (int half = 0; half < 2; ++half) {
+    const __m512i ql = _mm512_loadu_si512(b.ql + 64 * half);
+    const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * half)));
+    const __m512i lo = _mm512_or_si512(_mm512_and_si512(ql, k15), _mm512_and_si512(_mm512_sllv_epi16(h, up), k48));
+    const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), k15),
+                                       _mm512_and_si512(_mm512_srlv_epi16(h, down), k48));
+    const __m512i p0 = _mm512_maddubs_epi16(lo, _mm512_loadu_si512(a.qs + 128 * half));
+    const __m512i p1 = _mm512_maddubs_epi16(hi, _mm512_loadu_si512(a.qs + 128 * half + 64));
+    acc = AddScaledPairs(acc, p0, _mm512_permutexvar_epi16(idx.scale[2 * half], scz));
+    acc = AddScaledPairs(acc, p1, _mm512_permutexvar_epi16(idx.scale[2 * half + 1], scz));
+  }
+  const __m256i m = _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)));
+  const __m128i sm = ReduceSM(acc, m);
+  return _mm_cvtsi128_si32(sm) - 32 * _mm_extract_epi32(sm, 1);
+}
+
+// y[r] for rows [row_begin, row_end) over super-blocks [cb, cb + nsb),
+// continuing from y when cb > 0; the folds are KQuantChunkRows'.
+template <class Block>
+KVEDGE_ATTR_KQ HWY_NOINLINE void AvxChunkRows(const Block* w, size_t nsb_row, size_t cb, size_t nsb,
+                                              const BlockQ8_K* xc, float* y, size_t row_begin, size_t row_end) {
+  const AvxIndex idx = MakeAvxIndex<Block>();
+  for (size_t r = row_begin; r < row_end; ++r) {
+    const Block* row = w + r * nsb_row + cb;
+    float acc = cb == 0 ? 0.0f : y[r];
+    for (size_t s = 0; s < nsb; ++s) {
+      const Block& b = row[s];
+      const float dx = xc[s].d;
+      if constexpr (KQuant<Block>::kHasMins) {
+        const uint8_t* qh = nullptr;
+        if constexpr (std::is_same_v<Block, BlockQ5_K>) qh = b.qh;
+        const __m128i sm = SumsQ45<std::is_same_v<Block, BlockQ5_K>>(b.scales, qh, b.qs, xc[s], idx);
+        acc = std::fma(HalfToFloat(b.d) * dx, static_cast<float>(_mm_cvtsi128_si32(sm)), acc);
+        acc = std::fma(-(HalfToFloat(b.dmin) * dx), static_cast<float>(_mm_extract_epi32(sm, 1)), acc);
+      } else {
+        acc = std::fma(HalfToFloat(b.d) * dx, static_cast<float>(SumQ6(b, xc[s], idx)), acc);
+      }
+    }
+    y[r] = acc;
+  }
+}
+
+template <class Block>
+void AvxMatVecRows(const MatrixView& m, const float* x, float* y, size_t row_begin, size_t row_end) {
+  const size_t nsb_row = m.cols / kSuperBlock;
+  const Block* w = static_cast<const Block*>(m.data);  // [rows][cols/256] super-blocks
+  HWY_ALIGN BlockQ8_K xc[kChunkSuperBlocks];             // the chunk's activations, PrepareAvxChunk order
+  for (size_t cb = 0; cb < nsb_row; cb += kChunkSuperBlocks) {
+    const size_t nsb = std::min(kChunkSuperBlocks, nsb_row - cb);
+    PrepareAvxChunk<Block>(x + cb * kSuperBlock, nsb, xc);
+    AvxChunkRows(w, nsb_row, cb, nsb, xc, y, row_begin, row_end);
+  }
+}
+#undef KVEDGE_ATTR_KQ
+#else
+constexpr bool kAvxMatVec = false;
+template <class Block>
+void AvxMatVecRows(const MatrixView&, const float*, float*, size_t, size_t) {}
+#endif  // HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+
 // Rows [row_begin, row_end) × nv input vectors over super-blocks
 // [cb, cb + nsb) of each row; y[v·y_stride + r] carries each pair's running
 // sum from chunk to chunk (written when cb == 0). One vector (MatVec): the
@@ -271,6 +468,7 @@ HWY_NOINLINE void KQuantChunkRows(const Block* w, size_t nsb_row, size_t cb, siz
 
 template <class Block>
 void KQuantRowsOf(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
+  if (kAvxMatVec && n == 1) return AvxMatVecRows<Block>(m, x, y, row_begin, row_end);
   const size_t nsb_row = m.cols / kSuperBlock;
   const Block* w = static_cast<const Block*>(m.data);  // [rows][cols/256] super-blocks
   HWY_ALIGN ActChunk xc[kVecTile];                       // [tile vector] chunk activations
