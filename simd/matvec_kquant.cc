@@ -29,6 +29,7 @@
 #define HWY_TARGET_INCLUDE "simd/matvec_kquant.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "hwy/cache_control.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kvedge {
@@ -303,14 +304,6 @@ KVEDGE_ATTR_KQ HWY_INLINE AvxIndex MakeAvxIndex() {
   return out;
 }
 
-// [S, M] in lanes 0 and 1 of the result: S = Σ of s's 16 lanes, M = Σ of m's 8.
-KVEDGE_ATTR_KQ HWY_INLINE __m128i ReduceSM(__m512i s, __m256i m) {
-  const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-  const __m256i t = _mm256_hadd_epi32(s8, m);  // [s01 s23 m01 m23 | s45 s67 m45 m67]
-  const __m128i u = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
-  return _mm_hadd_epi32(u, u);
-}
-
 // The 8 scales and 8 mins of a Q4_K/Q5_K super-block as int16 lanes
 // [sc0 … sc7, m0 … m7]: UnpackScalesMins on 32-bit lanes. Reads 16 bytes at
 // packed (the 12 scale bytes and 4 bytes of the block's codes).
@@ -323,9 +316,16 @@ KVEDGE_ATTR_KQ HWY_INLINE __m256i ScalesMins16(const uint8_t* packed) {
   return _mm256_cvtepu8_epi16(_mm_or_si128(a, b));
 }
 
-// S and M of one Q4_K (kQ5 false) or Q5_K super-block against activations a.
+// One super-block's products before the horizontal sums: S = Σ of s's 16
+// lanes, M = Σ of m's 8.
+struct RawSums {
+  __m512i s;
+  __m256i m;
+};
+
+// Q4_K (kQ5 false) or Q5_K against activations a: S = Σ sc·q·x, M = Σ min·bsum.
 template <bool kQ5>
-KVEDGE_ATTR_KQ HWY_INLINE __m128i SumsQ45(const uint8_t* packed, const uint8_t* qh, const uint8_t* qs,
+KVEDGE_ATTR_KQ HWY_INLINE RawSums SumsQ45(const uint8_t* packed, const uint8_t* qh, const uint8_t* qs,
                                           const BlockQ8_K& a, const AvxIndex& idx) {
   const __m256i sc16 = ScalesMins16(packed);
   const __m512i scz = _mm512_castsi256_si512(sc16);
@@ -335,8 +335,8 @@ KVEDGE_ATTR_KQ HWY_INLINE __m128i SumsQ45(const uint8_t* packed, const uint8_t* 
                   _mm512_and_si512(l1, k15), _mm512_and_si512(_mm512_srli_epi16(l1, 4), k15)};
   if constexpr (kQ5) {
     // Bit 2c (low nibbles) or 2c+1 (high) of qh[l] is the fifth bit of
-    // 32-weight group c + l; vector k's 256-bit halves take bits
-    // kLowBit[k] and kLowBit[k] + 2.
+    // weight 32c + l; vector k's 256-bit halves take bits kLowBit[k] and
+    // kLowBit[k] + 2.
     const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)));
     const __m512i k16 = _mm512_set1_epi8(16);
     constexpr int kLowBit[4] = {0, 1, 4, 5};
@@ -346,19 +346,20 @@ KVEDGE_ATTR_KQ HWY_INLINE __m128i SumsQ45(const uint8_t* packed, const uint8_t* 
       w[k] = _mm512_mask_add_epi8(w[k], _mm512_test_epi8_mask(h, bits), w[k], k16);
     }
   }
-  __m512i acc = _mm512_setzero_si512();
+  // Two accumulators halve the vpdpwssd latency chain.
+  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
   for (int k = 0; k < 4; ++k) {
     const __m512i p = _mm512_maddubs_epi16(w[k], _mm512_loadu_si512(a.qs + 64 * k));
-    acc = AddScaledPairs(acc, p, _mm512_permutexvar_epi16(idx.scale[k], scz));
+    acc[k & 1] = AddScaledPairs(acc[k & 1], p, _mm512_permutexvar_epi16(idx.scale[k], scz));
   }
   const __m256i mins = _mm256_permutexvar_epi16(idx.mins, sc16);
-  const __m256i m = _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)));
-  return ReduceSM(acc, m);
+  return {_mm512_add_epi32(acc[0], acc[1]),
+          _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)))};
 }
 
-// S of one Q6_K super-block (lane 0): Σ sc·q·x over the unsigned codes q
-// = (q − 32) + 32, minus 32·Σ sc·bsum.
-KVEDGE_ATTR_KQ HWY_INLINE int32_t SumQ6(const BlockQ6_K& b, const BlockQ8_K& a, const AvxIndex& idx) {
+// Q6_K against activations a: S = Σ sc·q·x over the unsigned codes q =
+// (q − 32) + 32, M = Σ sc·bsum (the caller takes S − 32·M).
+KVEDGE_ATTR_KQ HWY_INLINE RawSums SumsQ6(const BlockQ6_K& b, const BlockQ8_K& a, const AvxIndex& idx) {
   const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
   const __m512i scz = _mm512_castsi256_si512(sc16);
   const __m512i k15 = _mm512_set1_epi8(15), k48 = _mm512_set1_epi8(0x30);
@@ -368,7 +369,7 @@ KVEDGE_ATTR_KQ HWY_INLINE int32_t SumQ6(const BlockQ6_K& b, const BlockQ8_K& a, 
   // under the 0x30 mask.
   const __m512i up = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
   const __m512i down = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-  __m512i acc = _mm512_setzero_si512();
+  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
   for (int half = 0; half < 2; ++half) {
     const __m512i ql = _mm512_loadu_si512(b.ql + 64 * half);
     const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * half)));
@@ -377,37 +378,76 @@ KVEDGE_ATTR_KQ HWY_INLINE int32_t SumQ6(const BlockQ6_K& b, const BlockQ8_K& a, 
                                        _mm512_and_si512(_mm512_srlv_epi16(h, down), k48));
     const __m512i p0 = _mm512_maddubs_epi16(lo, _mm512_loadu_si512(a.qs + 128 * half));
     const __m512i p1 = _mm512_maddubs_epi16(hi, _mm512_loadu_si512(a.qs + 128 * half + 64));
-    acc = AddScaledPairs(acc, p0, _mm512_permutexvar_epi16(idx.scale[2 * half], scz));
-    acc = AddScaledPairs(acc, p1, _mm512_permutexvar_epi16(idx.scale[2 * half + 1], scz));
+    acc[0] = AddScaledPairs(acc[0], p0, _mm512_permutexvar_epi16(idx.scale[2 * half], scz));
+    acc[1] = AddScaledPairs(acc[1], p1, _mm512_permutexvar_epi16(idx.scale[2 * half + 1], scz));
   }
-  const __m256i m = _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)));
-  const __m128i sm = ReduceSM(acc, m);
-  return _mm_cvtsi128_si32(sm) - 32 * _mm_extract_epi32(sm, 1);
+  return {_mm512_add_epi32(acc[0], acc[1]),
+          _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)))};
+}
+
+template <class Block>
+KVEDGE_ATTR_KQ HWY_INLINE RawSums AvxSums(const Block& b, const BlockQ8_K& a, const AvxIndex& idx) {
+  if constexpr (std::is_same_v<Block, BlockQ6_K>) {
+    return SumsQ6(b, a, idx);
+  } else if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+    return SumsQ45<true>(b.scales, b.qh, b.qs, a, idx);
+  } else {
+    return SumsQ45<false>(b.scales, nullptr, b.qs, a, idx);
+  }
+}
+
+// Lane i = Σ of v[i]'s 8 lanes (a transposed horizontal sum of 4 vectors).
+KVEDGE_ATTR_KQ HWY_INLINE __m128i Sum8x4(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+  const __m256i g = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+  return _mm_add_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256(g, 1));
+}
+KVEDGE_ATTR_KQ HWY_INLINE __m256i Fold16(__m512i v) {
+  return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
 }
 
 // y[r] for rows [row_begin, row_end) over super-blocks [cb, cb + nsb),
-// continuing from y when cb > 0; the folds are KQuantChunkRows'.
+// continuing from y when cb > 0. Four rows per pass, one f32 lane each: the
+// four rows' S (and M) of a super-block come out of one transposed
+// horizontal sum, and each lane runs KQuantChunkRows' scalar folds
+// acc = fma(dw·dx, S, acc), acc = fma(−(dmin·dx), M, acc) as vector FMAs
+// (the f16 scales converted by F16C, exact as HalfToFloat). A last pass of
+// fewer rows repeats its last row in the spare lanes and stores only its own.
 template <class Block>
 KVEDGE_ATTR_KQ HWY_NOINLINE void AvxChunkRows(const Block* w, size_t nsb_row, size_t cb, size_t nsb,
                                               const BlockQ8_K* xc, float* y, size_t row_begin, size_t row_end) {
+  constexpr size_t kRowsPerPass = 4;
   const AvxIndex idx = MakeAvxIndex<Block>();
-  for (size_t r = row_begin; r < row_end; ++r) {
-    const Block* row = w + r * nsb_row + cb;
-    float acc = cb == 0 ? 0.0f : y[r];
+  const __m256i deinterleave = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  for (size_t r = row_begin; r < row_end; r += kRowsPerPass) {
+    const size_t valid = std::min(kRowsPerPass, row_end - r);
+    const __mmask8 mask = static_cast<__mmask8>((1u << valid) - 1);
+    const Block* row[kRowsPerPass];
+    for (size_t i = 0; i < kRowsPerPass; ++i) row[i] = w + (r + std::min(i, valid - 1)) * nsb_row + cb;
+    __m128 acc = cb == 0 ? _mm_setzero_ps() : _mm_maskz_loadu_ps(mask, y + r);
     for (size_t s = 0; s < nsb; ++s) {
-      const Block& b = row[s];
-      const float dx = xc[s].d;
+      RawSums raw[kRowsPerPass];
+      for (size_t i = 0; i < kRowsPerPass; ++i) raw[i] = AvxSums(row[i][s], xc[s], idx);
+      __m128i sums = Sum8x4(Fold16(raw[0].s), Fold16(raw[1].s), Fold16(raw[2].s), Fold16(raw[3].s));
+      const __m128i mins = Sum8x4(raw[0].m, raw[1].m, raw[2].m, raw[3].m);
+      const __m128 dx = _mm_set1_ps(xc[s].d);
       if constexpr (KQuant<Block>::kHasMins) {
-        const uint8_t* qh = nullptr;
-        if constexpr (std::is_same_v<Block, BlockQ5_K>) qh = b.qh;
-        const __m128i sm = SumsQ45<std::is_same_v<Block, BlockQ5_K>>(b.scales, qh, b.qs, xc[s], idx);
-        acc = std::fma(HalfToFloat(b.d) * dx, static_cast<float>(_mm_cvtsi128_si32(sm)), acc);
-        acc = std::fma(-(HalfToFloat(b.dmin) * dx), static_cast<float>(_mm_extract_epi32(sm, 1)), acc);
+        uint32_t bits[kRowsPerPass];  // [row] d | dmin << 16
+        for (size_t i = 0; i < kRowsPerPass; ++i) std::memcpy(bits + i, &row[i][s].d, sizeof(bits[i]));
+        const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bits));
+        const __m256 scales = _mm256_permutexvar_ps(deinterleave, _mm256_cvtph_ps(halves));  // [d × 4, dmin × 4]
+        acc = _mm_fmadd_ps(_mm_mul_ps(_mm256_castps256_ps128(scales), dx), _mm_cvtepi32_ps(sums), acc);
+        acc = _mm_fnmadd_ps(_mm_mul_ps(_mm256_extractf128_ps(scales, 1), dx), _mm_cvtepi32_ps(mins), acc);
       } else {
-        acc = std::fma(HalfToFloat(b.d) * dx, static_cast<float>(SumQ6(b, xc[s], idx)), acc);
+        sums = _mm_sub_epi32(sums, _mm_slli_epi32(mins, 5));
+        uint16_t d[kRowsPerPass];
+        for (size_t i = 0; i < kRowsPerPass; ++i) d[i] = row[i][s].d;
+        uint64_t packed;
+        std::memcpy(&packed, d, sizeof(packed));
+        const __m128 dw = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(packed)));
+        acc = _mm_fmadd_ps(_mm_mul_ps(dw, dx), _mm_cvtepi32_ps(sums), acc);
       }
     }
-    y[r] = acc;
+    _mm_mask_storeu_ps(y + r, mask, acc);
   }
 }
 
