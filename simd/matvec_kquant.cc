@@ -1,7 +1,7 @@
 // K-quant (Q4_K, Q5_K, Q6_K) matrix products on Q8_K activations, per
 // Highway target: llama.cpp's integer dot product. Each call quantizes its
 // input vectors once per chunk of 64 super-blocks (16384 columns) to Q8_K
-// (QuantizeRowQ8_K, then widened to int16 on the stack: no heap). Each
+// (QuantizeQ8K, then widened to int16 on the stack: no heap). Each
 // weight super-block is decoded to int16 sub-block scale × code (|·| ≤ 4096)
 // — once per pass of up to kVecTile vectors into a 512-byte tile (MatMul),
 // or straight into the products (MatVec) — which meets the int16 activation
@@ -46,10 +46,77 @@ struct ActChunk {
   int32_t bsum32[kChunkSuperBlocks][8];                  // [super-block][sub-block of 32] Σ codes
 };
 
+// QuantizeRowQ8_K bit for bit, vectorized (NearestInt is nearbyint's
+// round-half-even; the scalar target's rounds by adding ½, so that target,
+// and any block holding a NaN, takes the scalar definition). x: f32
+// [nsb·256] → out[nsb].
+HWY_INLINE void QuantizeQ8K(const float* HWY_RESTRICT x, BlockQ8_K* HWY_RESTRICT out, size_t nsb) {
+#if HWY_TARGET == HWY_SCALAR
+  QuantizeRowQ8_K(x, out, nsb * kSuperBlock);
+#else
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<int8_t, decltype(di)> di8;
+  const size_t n = hn::Lanes(df);
+  for (size_t s = 0; s < nsb; ++s) {
+    const float* xs = x + s * kSuperBlock;
+    BlockQ8_K& b = out[s];
+    auto vmax = hn::Zero(df);
+    auto nan = hn::Lt(vmax, vmax);  // all false
+    for (size_t i = 0; i < kSuperBlock; i += n) {
+      const auto v = hn::LoadU(df, xs + i);
+      vmax = hn::Max(vmax, hn::Abs(v));
+      nan = hn::Or(nan, hn::IsNaN(v));
+    }
+    if (!hn::AllFalse(df, nan)) {
+      QuantizeRowQ8_K(xs, &b, kSuperBlock);
+      continue;
+    }
+    const auto amax = hn::MaxOfLanes(df, vmax);  // broadcast
+    if (hn::GetLane(amax) == 0.0f) {
+      b = BlockQ8_K{};
+      continue;
+    }
+    float max = 0.0f;  // the first value of largest magnitude (it exists: amax is one of them)
+    for (size_t i = 0; i < kSuperBlock; i += n) {
+      const intptr_t j = hn::FindFirstTrue(df, hn::Eq(hn::Abs(hn::LoadU(df, xs + i)), amax));
+      if (j >= 0) {
+        max = xs[i + static_cast<size_t>(j)];
+        break;
+      }
+    }
+    const float iscale = -127.0f / max;
+    const auto vscale = hn::Set(df, iscale);
+    const auto k127 = hn::Set(di, 127);
+    const bool vector_sums = 16 % n == 0;  // whole vectors per 16 codes
+    auto part = hn::Zero(di);
+    for (size_t i = 0; i < kSuperBlock; i += n) {
+      const auto q = hn::Min(hn::NearestInt(hn::Mul(vscale, hn::LoadU(df, xs + i))), k127);
+      hn::StoreU(hn::DemoteTo(di8, q), di8, b.qs + i);
+      if (vector_sums) {
+        part = hn::Add(part, q);
+        if ((i + n) % 16 == 0) {
+          b.bsums[i / 16] = static_cast<int16_t>(hn::GetLane(hn::SumOfLanes(di, part)));
+          part = hn::Zero(di);
+        }
+      }
+    }
+    if (!vector_sums) {
+      for (int j = 0; j < kSuperBlock / 16; ++j) {
+        int sum = 0;
+        for (int k = 0; k < 16; ++k) sum += b.qs[16 * j + k];
+        b.bsums[j] = static_cast<int16_t>(sum);
+      }
+    }
+    b.d = 1.0f / iscale;
+  }
+#endif
+}
+
 // Quantizes x: f32 [nsb·256] into c (nsb ≤ kChunkSuperBlocks).
 HWY_INLINE void PrepareChunk(const float* x, size_t nsb, ActChunk* c) {
   BlockQ8_K blocks[kChunkSuperBlocks];
-  QuantizeRowQ8_K(x, blocks, nsb * kSuperBlock);
+  QuantizeQ8K(x, blocks, nsb);
   const hn::ScalableTag<int16_t> d16;
   const hn::Rebind<int8_t, decltype(d16)> d8;
   const size_t n = hn::Lanes(d16);
@@ -270,7 +337,7 @@ constexpr int kQ45Order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
 // format's byte order (Q6_K's is ggml's own).
 template <class Block>
 HWY_NOINLINE void PrepareAvxChunk(const float* x, size_t nsb, BlockQ8_K* c) {
-  QuantizeRowQ8_K(x, c, nsb * kSuperBlock);
+  QuantizeQ8K(x, c, nsb);
   if constexpr (KQuant<Block>::kHasMins) {
     for (size_t s = 0; s < nsb; ++s) {
       int8_t q[kSuperBlock];
