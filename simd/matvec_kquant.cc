@@ -491,7 +491,20 @@ KVEDGE_ATTR_KQ HWY_NOINLINE void AvxChunkRows(const Block* w, size_t nsb_row, si
     const Block* row[kRowsPerPass];
     for (size_t i = 0; i < kRowsPerPass; ++i) row[i] = w + (r + std::min(i, valid - 1)) * nsb_row + cb;
     __m128 acc = cb == 0 ? _mm_setzero_ps() : _mm_maskz_loadu_ps(mask, y + r);
+    // Software prefetch of the next pass's rows (kRowsPerPass·nsb_row
+    // super-blocks ahead), this step's share of them: four row streams left
+    // the hardware prefetcher behind (Q4_K from DRAM, CPU-time GB/s:
+    // 13.6 → 18.5, loaded machine).
+    const char* ahead = r + 2 * kRowsPerPass <= row_end
+                            ? reinterpret_cast<const char*>(w + (r + kRowsPerPass) * nsb_row + cb)
+                            : nullptr;
     for (size_t s = 0; s < nsb; ++s) {
+      if (ahead != nullptr) {
+        for (size_t i = 0; i < kRowsPerPass; ++i) {
+          const char* p = ahead + (i * nsb_row + s) * sizeof(Block);
+          for (size_t o = 0; o < sizeof(Block); o += 64) hwy::Prefetch(p + o);
+        }
+      }
       RawSums raw[kRowsPerPass];
       for (size_t i = 0; i < kRowsPerPass; ++i) raw[i] = AvxSums(row[i][s], xc[s], idx);
       __m128i sums = Sum8x4(Fold16(raw[0].s), Fold16(raw[1].s), Fold16(raw[2].s), Fold16(raw[3].s));
