@@ -10,7 +10,9 @@
 // S, and two scalar FMAs fold it (and the mins term) into the f32 running
 // sum in super-block order. Every (row, vector) pair runs the same op
 // sequence in any call shape, so MatVec with any thread count, MatMul and
-// ref::MatVecRowsQ8K agree bit for bit.
+// ref::MatVecRowsQ8K agree bit for bit. MatVec on AVX3/AVX3_DL takes its own
+// path (AvxMatVecRows: unwidened code bytes, four rows per pass, the same
+// folds lane by lane).
 #include "platform/hwy_target_policy.h"
 
 #include <algorithm>
