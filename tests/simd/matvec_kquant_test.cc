@@ -121,6 +121,31 @@ void TestKQuantEqualsQ8KReference() {
   }
 }
 
+// Activations that probe the vectorized Q8_K quantizer: equal magnitudes
+// of both signs (the first one sets the scale's sign), products iscale·x on
+// the .5 rounding ties (iscale = ±1), a zero super-block and a Gaussian one;
+// bit for bit against the scalar definition.
+void TestKQuantActivationTies() {
+  std::mt19937 rng(53);
+  std::uniform_int_distribution<int> half(-100, 100);
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  for (WeightType t : kTypes) {
+    const size_t cols = 4 * kSuperBlock, rows = 6;
+    const TestMatrix m = RandomMatrix(t, rows, cols, rng);
+    std::vector<float> x(cols, 0.0f);
+    for (size_t i = 0; i < 2 * kSuperBlock; ++i) x[i] = static_cast<float>(half(rng)) + 0.5f;
+    x[5] = -127.0f;  // block 0: max −127 first, then +127
+    x[200] = 127.0f;
+    x[kSuperBlock + 3] = 127.0f;  // block 1: +127 first
+    x[kSuperBlock + 255] = -127.0f;
+    for (size_t i = 3 * kSuperBlock; i < cols; ++i) x[i] = gauss(rng);
+    std::vector<float> y(rows), want(rows);
+    MatVec(m.view, x.data(), y.data(), nullptr);
+    ref::MatVecRowsQ8K(m.view, x.data(), want.data(), 0, rows);
+    for (size_t r = 0; r < rows; ++r) ASSERT_EQ(y[r], want[r]) << WeightTypeName(t) << " r=" << r;
+  }
+}
+
 // Against the exact product of the f32 weights: the error is the activation
 // rounding, |Σ w·(x − dx·q)| ≤ Σ_c |w_c|·|dx|/2 per super-block, plus the
 // f32 roundings of the dequantized weights (≤ 3u·(|w| + |dmin·m|), m ≤ 63)
@@ -189,6 +214,7 @@ namespace kvedge {
 
 HWY_BEFORE_TEST(KQuantKernelsTest);
 HWY_EXPORT_AND_TEST_P(KQuantKernelsTest, TestKQuantEqualsQ8KReference);
+HWY_EXPORT_AND_TEST_P(KQuantKernelsTest, TestKQuantActivationTies);
 HWY_EXPORT_AND_TEST_P(KQuantKernelsTest, TestKQuantWithinActivationRounding);
 HWY_EXPORT_AND_TEST_P(KQuantKernelsTest, TestKQuantMatMulAndThreads);
 
