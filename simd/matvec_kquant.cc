@@ -329,8 +329,6 @@ HWY_INLINE __m512i AddScaledPairs(__m512i acc, __m512i p, __m512i sc) {
 }
 #endif
 
-constexpr bool kAvxMatVec = true;
-
 // Activation sub-blocks (of 32) in the byte order of a Q4_K/Q5_K
 // super-block's codes: slot i of the stored codes holds sub-block kQ45Order[i].
 constexpr int kQ45Order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
@@ -545,10 +543,6 @@ void AvxMatVecRows(const MatrixView& m, const float* x, float* y, size_t row_beg
   }
 }
 #undef KVEDGE_ATTR_KQ
-#else
-constexpr bool kAvxMatVec = false;
-template <class Block>
-void AvxMatVecRows(const MatrixView&, const float*, float*, size_t, size_t) {}
 #endif  // HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 
 // Rows [row_begin, row_end) × nv input vectors over super-blocks
@@ -590,7 +584,9 @@ HWY_NOINLINE void KQuantChunkRows(const Block* w, size_t nsb_row, size_t cb, siz
 
 template <class Block>
 void KQuantRowsOf(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
-  if (kAvxMatVec && n == 1) return AvxMatVecRows<Block>(m, x, y, row_begin, row_end);
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  if (n == 1) return AvxMatVecRows<Block>(m, x, y, row_begin, row_end);
+#endif
   const size_t nsb_row = m.cols / kSuperBlock;
   const Block* w = static_cast<const Block*>(m.data);  // [rows][cols/256] super-blocks
   HWY_ALIGN ActChunk xc[kVecTile];                       // [tile vector] chunk activations
