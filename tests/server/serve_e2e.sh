@@ -68,6 +68,14 @@ expect() {  # expect CODE PARAM-OR-EMPTY DESCRIPTION
     fi
   fi
 }
+wait_metric() {  # wait_metric "NAME VALUE": polls /metrics (up to 10 s) until that line is there
+  for _ in $(seq 100); do
+    req GET /metrics
+    grep -q "^$1\$" "${work}/body" && return 0
+    sleep 0.1
+  done
+  return 1
+}
 msg() { python3 -c 'import json,sys; print(json.dumps({"messages":[{"role":"user","content":sys.argv[1]}],"max_tokens":int(sys.argv[2]),"temperature":0}))' "$1" "$2"; }
 
 echo "== endpoints"
@@ -159,12 +167,7 @@ exec 3<&-
 # A client gone mid-stream: its sequence stops, its session stays usable.
 curl -sN --max-time 1 "${auth[@]}" "http://127.0.0.1:${PORT}/v1/completions" \
   -d '{"prompt":"The dog","max_tokens":300,"temperature":0.8,"stream":true}' >/dev/null || true
-for _ in $(seq 50); do
-  req GET /metrics
-  grep -q '^kvedge_sequences_active 0$' "${work}/body" && break
-  sleep 0.1
-done
-grep -q '^kvedge_sequences_active 0$' "${work}/body" || fail "a cancelled sequence is still decoding"
+wait_metric "kvedge_sequences_active 0" || fail "a cancelled sequence is still decoding"
 req GET /v1/sessions
 [[ "$(json "${work}/body" 'any(s["busy"] for s in d["data"])')" == False ]] || fail "a session stayed busy"
 req POST /v1/completions '{"prompt":"The dog","max_tokens":4,"temperature":0}'; expect 200 "" "after a cancel"
@@ -214,20 +217,11 @@ start queue --parallel 1 --max-queued 1 -c 256 --max-tokens 1000000
 curl -sN --max-time 8 "http://127.0.0.1:${PORT}/v1/completions" \
   -d '{"prompt":"A long story","max_tokens":1000000,"temperature":0.8,"stream":true}' >/dev/null &
 bg=$!
-for _ in $(seq 100); do
-  req GET /metrics
-  grep -q '^kvedge_sequences_active 1$' "${work}/body" && break
-  sleep 0.1
-done
+wait_metric "kvedge_sequences_active 1" || true
 curl -s --max-time 20 -o "${work}/waited" -w '%{http_code}' "http://127.0.0.1:${PORT}/v1/completions" \
   -d '{"prompt":"Waiting story","max_tokens":4}' >"${work}/waited.code" &
 waiter=$!
-for _ in $(seq 100); do
-  req GET /metrics
-  grep -q '^kvedge_requests_queued 1$' "${work}/body" && break
-  sleep 0.1
-done
-grep -q '^kvedge_requests_queued 1$' "${work}/body" || fail "the second request is not waiting: $(grep queued "${work}/body")"
+wait_metric "kvedge_requests_queued 1" || fail "the second request is not waiting: $(grep queued "${work}/body")"
 req POST /v1/completions '{"prompt":"A third story","max_tokens":4}'
 expect 429 "" "queue full"
 grep -qi '^Retry-After: ' "${work}/headers" || fail "429 without Retry-After"
