@@ -40,11 +40,14 @@ count() {
   mkfifo "${work}/log"
   python3 scripts/qemu_insn_count.py <"${work}/log" >"${work}/count" &
   local counter=$!
+  # Runs in $(…), where set -e does not reach: each failure returns non-zero itself, so the
+  # caller's assignment fails and the script stops instead of printing a wrong count.
   qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib:/usr/lib/aarch64-linux-gnu \
     -cpu "${cpu}" -d in_asm,exec,nochain -D "${work}/log" \
     "${kvedge_arm}" bench -m "${work}/m.gguf" -d "${depth}" -n "${tokens}" --fill keys --kv "${kv}" \
-    --policy window -c $((depth + 2 * n + 8)) -t 1 --json >/dev/null
-  wait "${counter}"
+    --policy window -c $((depth + 2 * n + 8)) -t 1 --json >/dev/null ||
+    { kill "${counter}" 2>/dev/null; echo "arm-insn-count: kvedge bench failed under qemu -cpu ${cpu} (--kv ${kv}, -n ${tokens})" >&2; return 1; }
+  wait "${counter}" || { echo "arm-insn-count: counting the qemu log failed" >&2; return 1; }
   rm -f "${work}/log"
   cat "${work}/count"
 }
