@@ -21,7 +21,7 @@ void MatVecRows(const MatrixView& w, const float* x, float* y, size_t row_begin,
 
 // The int8-activation model of the fast path of the legacy 32-weight blocks
 // (WeightKernel::kInt8: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; see
-// model_kernels.cc): per block b of 32 activations, dx[b] = amax/127 (f32,
+// matvec_legacy.cc): per block b of 32 activations, dx[b] = amax/127 (f32,
 // not f16), id = 1/dx[b] (0 if dx[b] = 0), q[j] = nearest-even(x[j]·id) ∈
 // [−127, 127]. x: f32 [cols]; q: [cols]; dx: [cols/32]; cols a multiple of 32.
 void QuantizeActivations(const float* x, size_t cols, int16_t* q, float* dx);
