@@ -1,6 +1,6 @@
 // Per-target helpers of the int8-activation kernels for the 32-weight
-// blocks (Q8_0/Q4_0, row-major in matvec_legacy.cc and interleaved in
-// matvec_interleaved.cc): activation quantization per block of 32, the f16
+// blocks (Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL row-major in matvec_legacy.cc,
+// Q8_0/Q4_0 interleaved in matvec_interleaved.cc): activation quantization per block of 32, the f16
 // block scales as f32, the column chunking. Included once per target.
 #if defined(KVEDGE_SIMD_LEGACY_INT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef KVEDGE_SIMD_LEGACY_INT_INL_H_
@@ -78,24 +78,36 @@ HWY_INLINE void HalvesToFloats(const uint16_t* bits, float* out) {
   }
 }
 
-// dw: [nb rounded up to 16] f32 = the f16 block scales of one row, 0 past nb.
+// dw: [nb rounded up to 16] f32 = the f16 block scales (or, with `field`,
+// the mins) of one row, 0 past nb.
 // Scalar loads of the 16-bit scales, then 16 at a time through
 // HalvesToFloats. (A gather of the block starts was tried: gathers stall on
 // lines still in flight from DRAM, and cut Q8_0 matvec from DRAM to 40% of
 // this path's speed.) bits: [kChunkBlocks] scratch; nb ≤ kChunkBlocks.
 template <class Block>
-HWY_INLINE void BlockScales(const Block* w, size_t nb, uint16_t* bits, float* dw) {
+HWY_INLINE void BlockScales(const Block* w, size_t nb, uint16_t* bits, float* dw, uint16_t Block::*field = &Block::d) {
   size_t b = 0;
   for (; b < nb; ++b) {
     // One scalar load and store each: without the barrier GCC merges these
     // into vpinsrw chains on x86, which occupy vector ports (perf showed
     // them as a third of decode when the AVX3_DL path still used this pass).
-    uint32_t d = w[b].d;
+    uint32_t d = w[b].*field;
     asm("" : "+r"(d));
     bits[b] = static_cast<uint16_t>(d);
   }
   for (; b % 16 != 0; ++b) bits[b] = 0;
   for (b = 0; b < nb; b += 16) HalvesToFloats(bits + b, dw + b);
+}
+
+// Σ_b m[b]·sx[b] over b < nb, m and sx zero up to nb rounded to 16: a
+// row's mins against a vector's dx·Σq (kHasMin), the same sum in every
+// tile shape.
+HWY_INLINE float MinDot(const float* m, const float* sx, size_t nb) {
+  const hn::CappedTag<float, 16> df;
+  const size_t n = hn::Lanes(df);
+  auto acc = hn::Zero(df);
+  for (size_t b = 0; b < nb; b += n) acc = hn::MulAdd(hn::LoadU(df, m + b), hn::LoadU(df, sx + b), acc);
+  return hn::GetLane(hn::SumOfLanes(df, acc));
 }
 
 // s[b] = dw[b]·dx[b] (one f32 rounding, the same in every tile shape).

@@ -2,7 +2,8 @@
 // split of rows over threads, and one dispatch per row range to the kernel
 // family of the weight type (WeightKernel in weight_format.h):
 //   kFloat      F32/F16/BF16          matvec_float.cc
-//   kInt8       Q8_0/Q4_0, kRows      matvec_legacy.cc
+//   kInt8       Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL, kRows   matvec_legacy.cc
+//               (Q8_0/Q4_0 only)
 //               kInterleaved16        matvec_interleaved.cc
 //   kInt8K      Q4_K/Q5_K/Q6_K        matvec_kquant.cc, batched matmul_batch.cc
 //   kBlockTile  the other block types matvec_blocks.cc
@@ -37,7 +38,7 @@ void CheckShape(const MatrixView& w) {
                  WeightTypeName(w.type), w.cols, WeightBlockSize(w.type));
     std::abort();
   }
-  if (w.layout == WeightLayout::kInterleaved16 && !IsQuantizedWeight(w.type)) {
+  if (w.layout == WeightLayout::kInterleaved16 && !IsInterleavable(w.type)) {
     std::fprintf(stderr, "%s:%d: %s matrix cannot be interleaved\n", __FILE__, __LINE__, WeightTypeName(w.type));
     std::abort();
   }

@@ -43,6 +43,8 @@ struct MatrixView {
   WeightLayout layout = WeightLayout::kRows;
 };
 
+// Q8_0 and Q4_0: the types with a kInterleaved16 layout.
+inline constexpr bool IsInterleavable(WeightType t) { return t == WeightType::kQ8_0 || t == WeightType::kQ4_0; }
 // 16-row groups of a matrix of `rows` (the last one padded).
 inline constexpr size_t InterleavedGroups(size_t rows) { return (rows + kInterleaveRows - 1) / kInterleaveRows; }
 // Code bytes per block of a 16-row group: 32 weights × 16 rows at 4 or 8 bits.

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "simd/float16.h"
@@ -35,23 +36,67 @@ int InterleavedCode(const MatrixView& w, size_t r, size_t c, float* d) {
   return (j < 16 ? code & 15 : code >> 4) - 8;
 }
 
-// Integer code of weight c in a quantized row, and the f16 scale of its block.
-int QuantCode(const MatrixView& w, size_t r, size_t c, float* d) {
-  if (w.layout == WeightLayout::kInterleaved16) return InterleavedCode(w, r, c, d);
-  const size_t b = c / kQuantBlock;
-  const int j = static_cast<int>(c % kQuantBlock);
-  if (w.type == WeightType::kQ8_0) {
-    const BlockQ8_0& blk = reinterpret_cast<const BlockQ8_0*>(RowPtr(w, r))[b];
-    *d = F32FromF16(blk.d);
-    return blk.qs[j];
-  }
-  const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(RowPtr(w, r))[b];
-  *d = F32FromF16(blk.d);
+// The 32-weight block of type t holding weight j (< 32) of a row: its signed
+// integer code q, f16 scale d and (Q4_1/Q5_1, else 0) f16 min m, w = d·q + m
+// (weight_format.h). The integer semantics of every kInt8 kernel.
+int BlockCode(WeightType t, const uint8_t* block, int j, float* d, float* m) {
   constexpr int kHalf = kQuantBlock / 2;
-  return j < kHalf ? (blk.qs[j] & 15) - 8 : (blk.qs[j - kHalf] >> 4) - 8;
+  const auto nibble = [&](const uint8_t* qs) { return j < kHalf ? qs[j] & 15 : qs[j - kHalf] >> 4; };
+  const auto fifth = [&](const uint8_t* qh) {
+    uint32_t bits;
+    std::memcpy(&bits, qh, sizeof(bits));
+    return static_cast<int>((bits >> j) & 1) << 4;
+  };
+  *m = 0.0f;
+  switch (t) {
+    case WeightType::kQ8_0: {
+      const auto& b = *reinterpret_cast<const BlockQ8_0*>(block);
+      *d = F32FromF16(b.d);
+      return b.qs[j];
+    }
+    case WeightType::kQ4_0: {
+      const auto& b = *reinterpret_cast<const BlockQ4_0*>(block);
+      *d = F32FromF16(b.d);
+      return nibble(b.qs) - 8;
+    }
+    case WeightType::kQ4_1: {
+      const auto& b = *reinterpret_cast<const BlockQ4_1*>(block);
+      *d = F32FromF16(b.d);
+      *m = F32FromF16(b.m);
+      return nibble(b.qs);
+    }
+    case WeightType::kQ5_0: {
+      const auto& b = *reinterpret_cast<const BlockQ5_0*>(block);
+      *d = F32FromF16(b.d);
+      return (nibble(b.qs) | fifth(b.qh)) - 16;
+    }
+    case WeightType::kQ5_1: {
+      const auto& b = *reinterpret_cast<const BlockQ5_1*>(block);
+      *d = F32FromF16(b.d);
+      *m = F32FromF16(b.m);
+      return nibble(b.qs) | fifth(b.qh);
+    }
+    case WeightType::kIQ4_NL: {
+      const auto& b = *reinterpret_cast<const BlockIQ4_NL*>(block);
+      *d = F32FromF16(b.d);
+      return kIq4nlValues[nibble(b.qs)];
+    }
+    default:
+      std::fprintf(stderr, "%s:%d: %s has no int8-activation code\n", __FILE__, __LINE__, WeightTypeName(t));
+      std::abort();
+  }
 }
 
 }  // namespace
+
+int QuantCode(const MatrixView& w, size_t r, size_t c, float* d, float* m) {
+  if (w.layout == WeightLayout::kInterleaved16) {
+    *m = 0.0f;
+    return InterleavedCode(w, r, c, d);
+  }
+  const size_t block_bytes = GetWeightFormat(w.type).block_bytes;
+  return BlockCode(w.type, RowPtr(w, r) + c / kQuantBlock * block_bytes, static_cast<int>(c % kQuantBlock), d, m);
+}
 
 float DequantizeWeight(const MatrixView& w, size_t r, size_t c) {
   const uint8_t* row = RowPtr(w, r);
@@ -61,8 +106,8 @@ float DequantizeWeight(const MatrixView& w, size_t r, size_t c) {
     case WeightType::kBF16: return F32FromBF16(reinterpret_cast<const uint16_t*>(row)[c]);
     case WeightType::kQ8_0:
     case WeightType::kQ4_0: {
-      float d;
-      const int q = QuantCode(w, r, c, &d);
+      float d, m;
+      const int q = QuantCode(w, r, c, &d, &m);
       return d * static_cast<float>(q);
     }
     default: {
@@ -107,8 +152,8 @@ void QuantizeActivations(const float* x, size_t cols, int16_t* q, float* dx) {
 void MatVecRowsQuantizedActivations(const MatrixView& w, const float* x, float* y, size_t row_begin,
                                     size_t row_end) {
   if (!IsQuantizedWeight(w.type)) {
-    std::fprintf(stderr, "%s:%d: quantized-activation reference needs Q8_0 or Q4_0 weights\n", __FILE__,
-                 __LINE__);
+    std::fprintf(stderr, "%s:%d: quantized-activation reference needs a legacy 32-block type (kInt8), got %s\n",
+                 __FILE__, __LINE__, WeightTypeName(w.type));
     std::abort();
   }
   const size_t num_blocks = w.cols / kQuantBlock;
@@ -118,12 +163,13 @@ void MatVecRowsQuantizedActivations(const MatrixView& w, const float* x, float* 
   for (size_t r = row_begin; r < row_end; ++r) {
     double sum = 0.0;
     for (size_t b = 0; b < num_blocks; ++b) {
-      float dw = 0.0f;
-      int32_t isum = 0;
+      float dw = 0.0f, mw = 0.0f;
+      int32_t isum = 0, qsum = 0;
       for (int j = 0; j < kQuantBlock; ++j) {
-        isum += QuantCode(w, r, b * kQuantBlock + j, &dw) * q[b * kQuantBlock + j];
+        isum += QuantCode(w, r, b * kQuantBlock + j, &dw, &mw) * q[b * kQuantBlock + j];
+        qsum += q[b * kQuantBlock + j];
       }
-      sum += static_cast<double>(dw) * dx[b] * isum;
+      sum += static_cast<double>(dw) * dx[b] * isum + static_cast<double>(mw) * dx[b] * qsum;
     }
     y[r] = static_cast<float>(sum);
   }

@@ -19,13 +19,22 @@ void DequantizeRow(const MatrixView& w, size_t r, float* out);
 // y[r] = Σ_c W[r][c]·x[c] in double, rounded once to f32.
 void MatVecRows(const MatrixView& w, const float* x, float* y, size_t row_begin, size_t row_end);
 
-// The int8-activation model of the fast Q8_0/Q4_0 path (see matvec_legacy.cc):
-// per block b of 32 activations, dx[b] = amax/127 (f32, not f16), id = 1/dx[b]
-// (0 if dx[b] = 0), q[j] = nearest-even(x[j]·id) ∈ [−127, 127].
-// x: f32 [cols]; q: [cols]; dx: [cols/32]; cols a multiple of 32.
+// The int8-activation model of the fast path of the legacy 32-weight blocks
+// (WeightKernel::kInt8: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; see
+// matvec_legacy.cc): per block b of 32 activations, dx[b] = amax/127 (f32,
+// not f16), id = 1/dx[b] (0 if dx[b] = 0), q[j] = nearest-even(x[j]·id) ∈
+// [−127, 127]. x: f32 [cols]; q: [cols]; dx: [cols/32]; cols a multiple of 32.
 void QuantizeActivations(const float* x, size_t cols, int16_t* q, float* dx);
-// y[r] = Σ_b dw[r][b]·dx[b]·(Σ_j qw·qx), the integer block sums exact, the
-// outer sum in double: what the fast path computes up to f32 rounding.
+// Integer code q of weight (r, c) of a kInt8 matrix (either layout), with
+// its block's f16 scale d and min m as f32: w = d·q + m exactly, m = 0 but
+// for Q4_1/Q5_1. Codes: Q8_0 [−128, 127], Q4_0 nibble − 8, Q4_1 nibble,
+// Q5_0 (nibble | fifth bit << 4) − 16, Q5_1 without the − 16, IQ4_NL
+// kIq4nlValues[nibble]. The integer semantics every kInt8 kernel uses.
+int QuantCode(const MatrixView& w, size_t r, size_t c, float* d, float* m);
+// y[r] = Σ_b dx[b]·(dw·Σ_j qw_j·q_j + m·Σ_j q_j), with the weights' integer
+// codes qw, f16 scale dw and min m of each block (w = dw·qw + m; m = 0 but
+// for Q4_1/Q5_1, as llama.cpp's Q8_1 "s" term): the integer sums exact, the
+// rest in double. What the fast path computes up to f32 rounding.
 void MatVecRowsQuantizedActivations(const MatrixView& w, const float* x, float* y, size_t row_begin,
                                     size_t row_end);
 

@@ -62,7 +62,7 @@ void QuantizeRowBF16(const float* x, size_t n, uint16_t* out) {
 }
 
 void InterleaveGroups(const MatrixView& src, size_t group_begin, size_t group_end, uint8_t* dst) {
-  if (!IsQuantizedWeight(src.type) || src.layout != WeightLayout::kRows) {
+  if (!IsInterleavable(src.type) || src.layout != WeightLayout::kRows) {
     std::fprintf(stderr, "%s:%d: only row-major Q8_0/Q4_0 matrices interleave (got %s)\n", __FILE__, __LINE__,
                  WeightTypeName(src.type));
     std::abort();

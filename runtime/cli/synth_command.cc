@@ -56,7 +56,9 @@ int RunSynth(const SynthOptions& opt) {
   // F16 weights written beside the output, then quantized with the preset.
   const QuantizePreset* preset = FindQuantizePreset(opt.weights);
   const WeightFormat* format = FindWeightFormat(opt.weights);
-  if (preset != nullptr && (format == nullptr || format->kernel != WeightKernel::kInt8)) {
+  // q8_0 and q4_0 are written directly (WriteRandomLlamaGguf), the others quantized.
+  const bool direct = format != nullptr && (format->type == WeightType::kQ8_0 || format->type == WeightType::kQ4_0);
+  if (preset != nullptr && !direct) {
     const std::string f16 = opt.output + ".f16.tmp";
     Status st = WriteRandomLlamaGguf(*shape, WeightType::kF16, static_cast<uint64_t>(opt.seed), f16);
     if (st.ok()) {
@@ -70,7 +72,7 @@ int RunSynth(const SynthOptions& opt) {
     std::remove(f16.c_str());
     if (!st.ok()) return ReportError("synth", st);
   } else {
-    if (format == nullptr || (format->type != WeightType::kF16 && format->kernel != WeightKernel::kInt8)) {
+    if (format == nullptr || (format->type != WeightType::kF16 && !direct)) {
       return ReportError("synth", InvalidArgument("--weights '" + opt.weights +
                                                   "' is unknown: use f16, q8_0, q4_0 or a preset " +
                                                   QuantizePresetNames()));

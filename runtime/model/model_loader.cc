@@ -349,7 +349,7 @@ Status InterleaveWeights(ModelWeights* w) {
     for (MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3, &l.w2}) matrices.push_back(m);
   }
   std::erase_if(matrices, [](const MatrixView* m) {
-    return !IsQuantizedWeight(m->type) || m->layout != WeightLayout::kRows;
+    return !IsInterleavable(m->type) || m->layout != WeightLayout::kRows;
   });
   // One allocation for all copies (group sizes are 64-byte multiples): one
   // huge-page mapping, no allocator overhead per matrix.

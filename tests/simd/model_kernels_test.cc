@@ -29,8 +29,9 @@ namespace kvedge {
 namespace {
 
 constexpr double kUnitRoundoff = 0x1.0p-24;  // f32 rounding error bound, relative
-constexpr WeightType kAllTypes[] = {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kQ8_0,
-                                    WeightType::kQ4_0};
+constexpr WeightType kAllTypes[] = {WeightType::kF32,  WeightType::kF16,  WeightType::kBF16,
+                                    WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1,
+                                    WeightType::kQ5_0, WeightType::kQ5_1, WeightType::kIQ4_NL};
 
 // A [rows][cols] matrix in one of the weight formats, owning its bytes.
 struct TestMatrix {
@@ -57,7 +58,7 @@ TestMatrix Interleaved(const MatrixView& src) {
 // *keep): every kernel test runs on both layouts.
 std::vector<MatrixView> Layouts(const MatrixView& m, TestMatrix* keep) {
   std::vector<MatrixView> views = {m};
-  if (IsQuantizedWeight(m.type)) {
+  if (IsInterleavable(m.type)) {
     *keep = Interleaved(m);
     views.push_back(keep->view);
   }
@@ -86,6 +87,7 @@ TestMatrix MakeMatrix(WeightType type, size_t rows, size_t cols, std::mt19937& r
       case WeightType::kBF16: QuantizeRowBF16(src, cols, reinterpret_cast<uint16_t*>(dst)); break;
       case WeightType::kQ8_0: QuantizeRowQ8_0(src, cols, reinterpret_cast<BlockQ8_0*>(dst)); break;
       case WeightType::kQ4_0: QuantizeRowQ4_0(src, cols, reinterpret_cast<BlockQ4_0*>(dst)); break;
+      default: GetWeightFormat(type).quantize(src, dst, cols); break;
     }
   }
   m.view = MatrixView{type, base, rows, cols};

@@ -24,6 +24,8 @@ namespace kvedge {
 // Byte offsets of the f16 fields (scales, mins) inside one block of t.
 inline std::vector<size_t> HalfFields(WeightType t) {
   switch (t) {
+    case WeightType::kQ8_0: return {offsetof(BlockQ8_0, d)};
+    case WeightType::kQ4_0: return {offsetof(BlockQ4_0, d)};
     case WeightType::kQ4_1: return {offsetof(BlockQ4_1, d), offsetof(BlockQ4_1, m)};
     case WeightType::kQ5_0: return {offsetof(BlockQ5_0, d)};
     case WeightType::kQ5_1: return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)};

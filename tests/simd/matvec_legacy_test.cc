@@ -1,0 +1,199 @@
+// The int8-activation kernels of the legacy 32-weight blocks (WeightKernel::
+// kInt8: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; model_kernels.cc) against
+// their integer model (ref::MatVecRowsQuantizedActivations) and the f32
+// product, once per compiled Highway target (the fixture restricts dispatch
+// to that target). Matrices are random bytes with finite f16 scale and min
+// fields: every code, fifth-bit and codebook pattern occurs.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "platform/thread_arena.h"
+#include "simd/float16.h"
+#include "simd/model_kernels.h"
+#include "simd/model_kernels_ref.h"
+#include "simd/weight_format.h"
+#include "tests/testing/random_weights.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "tests/simd/matvec_legacy_test.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/tests/test_util-inl.h"
+
+#ifndef KVEDGE_TESTS_SIMD_MATVEC_LEGACY_TEST_HELPERS_
+#define KVEDGE_TESTS_SIMD_MATVEC_LEGACY_TEST_HELPERS_
+namespace kvedge {
+namespace {
+
+constexpr double kUnitRoundoff = 0x1.0p-24;
+
+// The types on the int8-activation kernels, from the table.
+std::vector<WeightType> Int8Types() {
+  std::vector<WeightType> out;
+  for (int i = 0; i < kNumWeightTypes; ++i) {
+    const auto t = static_cast<WeightType>(i);
+    if (GetWeightFormat(t).kernel == WeightKernel::kInt8) out.push_back(t);
+  }
+  return out;
+}
+
+// N(0, 1) activations with, when long enough, a zero block, an outlier and a
+// block of .5 ties (x·(1/dx) on the rounding midpoints: dx = 127/127).
+std::vector<float> RandomVector(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  if (n >= 4 * kQuantBlock) {
+    std::fill(v.begin() + kQuantBlock, v.begin() + 2 * kQuantBlock, 0.0f);
+    v[2 * kQuantBlock + 5] = 40.0f;
+    for (int j = 0; j < kQuantBlock; ++j) v[3 * kQuantBlock + j] = static_cast<float>(j - 16) + 0.5f;
+    v[3 * kQuantBlock] = -127.0f;
+  }
+  return v;
+}
+
+// Column counts: 1, 3 and 9 blocks (odd: a pair alone on AVX-512), and past
+// the 128-block activation chunk with an odd tail so sums cross chunks.
+const size_t kCols[] = {32, 96, 288, 4096 + 32, 8192 + 96};
+
+// |y − model| for row r, and the bounds: f32 evaluation of the integer
+// model, (nb + 24)·2u·Σ_b dx·(|dw|·Σ|qw·qx| + |m|·|Σqx|); the activation
+// rounding against the f32 product, Σ_b (dx/2)·Σ|w|; the f32 roundings of
+// the table's dequantized weights, 2u·Σ|w·x|.
+struct Bounds {
+  double model = 0.0, activation = 0.0, dequant = 0.0;
+};
+
+Bounds RowBounds(const MatrixView& w, size_t r, const float* x, const std::vector<int16_t>& q,
+                 const std::vector<float>& dx) {
+  Bounds b;
+  const size_t nb = w.cols / kQuantBlock;
+  double terms = 0.0;
+  for (size_t k = 0; k < nb; ++k) {
+    double codes = 0.0, wabs = 0.0;
+    int32_t qsum = 0;
+    float d = 0.0f, m = 0.0f;
+    for (int j = 0; j < kQuantBlock; ++j) {
+      const size_t c = k * kQuantBlock + j;
+      const int qw = ref::QuantCode(w, r, c, &d, &m);
+      codes += std::fabs(static_cast<double>(qw) * q[c]);
+      qsum += q[c];
+      const double wj = ref::DequantizeWeight(w, r, c);
+      wabs += std::fabs(wj);
+      b.dequant += 2 * kUnitRoundoff * std::fabs(wj * x[c]);
+    }
+    terms += dx[k] * (std::fabs(d) * codes + std::fabs(m) * std::abs(qsum));
+    b.activation += 0.5 * dx[k] * wabs;
+  }
+  b.model = static_cast<double>(nb + 24) * 2 * kUnitRoundoff * terms + 1e-30;
+  return b;
+}
+
+// MatVec vs the integer model and the f32 product, with the bounds above.
+void ExpectNearModel(const MatrixView& w, const std::vector<float>& x) {
+  const size_t rows = w.rows, cols = w.cols;
+  std::vector<float> y(rows), model(rows), exact(rows), dx(cols / kQuantBlock);
+  std::vector<int16_t> q(cols);
+  MatVec(w, x.data(), y.data(), nullptr);
+  ref::MatVecRowsQuantizedActivations(w, x.data(), model.data(), 0, rows);
+  ref::MatVecRows(w, x.data(), exact.data(), 0, rows);
+  ref::QuantizeActivations(x.data(), cols, q.data(), dx.data());
+  for (size_t r = 0; r < rows; ++r) {
+    const Bounds b = RowBounds(w, r, x.data(), q, dx);
+    ASSERT_LE(std::fabs(y[r] - model[r]), b.model)
+        << WeightTypeName(w.type) << " " << rows << "x" << cols << " r=" << r << " vs int model";
+    ASSERT_LE(std::fabs(y[r] - exact[r]), 1.01 * b.activation + b.model + b.dequant)
+        << WeightTypeName(w.type) << " " << rows << "x" << cols << " r=" << r << " vs f32";
+  }
+}
+
+}  // namespace
+}  // namespace kvedge
+#endif  // KVEDGE_TESTS_SIMD_MATVEC_LEGACY_TEST_HELPERS_
+
+HWY_BEFORE_NAMESPACE();
+namespace kvedge {
+namespace HWY_NAMESPACE {
+
+// Random blocks, odd row and block counts, chunk crossings.
+void TestLegacyIntVsModel() {
+  std::mt19937 rng(61);
+  for (WeightType t : Int8Types()) {
+    for (size_t cols : kCols) {
+      for (size_t rows : {1u, 3u, 17u}) {
+        if (cols > 4096 && rows > 3) continue;  // reference cost; rows are independent
+        const TestMatrix m = RandomMatrix(t, rows, cols, rng);
+        ASSERT_NO_FATAL_FAILURE(ExpectNearModel(m.view, RandomVector(cols, rng)));
+      }
+    }
+  }
+}
+
+// Extreme blocks: every code at its minimum or maximum (qs 0x00 / 0xFF, qh
+// all clear / all set: IQ4_NL −127 / 113), f16 scales and mins at ±65504,
+// the smallest subnormal, ±0; activations all equal (every code 127) or
+// alternating ±1 (Σq = 0: the min term vanishes).
+void TestLegacyIntExtremeBlocks() {
+  const uint16_t halves[] = {0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x0000, 0x8000, 0x3C00};
+  const uint8_t fill[] = {0x00, 0xFF, 0x0F, 0xF0};
+  for (WeightType t : Int8Types()) {
+    const WeightFormat& f = GetWeightFormat(t);
+    const size_t rows = std::size(halves) * std::size(fill), nb = 5, cols = nb * kQuantBlock;
+    std::vector<uint8_t> bytes(rows * WeightRowBytes(t, cols));
+    const std::vector<size_t> fields = HalfFields(t);
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t b = 0; b < nb; ++b) {
+        uint8_t* blk = bytes.data() + (r * nb + b) * f.block_bytes;
+        std::fill(blk, blk + f.block_bytes, fill[r % std::size(fill)]);
+        const uint16_t d = halves[(r / std::size(fill) + b) % std::size(halves)];
+        const uint16_t m = halves[(r + 3 * b) % std::size(halves)];
+        std::memcpy(blk + fields[0], &d, 2);
+        if (fields.size() > 1) std::memcpy(blk + fields[1], &m, 2);
+      }
+    }
+    const MatrixView w{t, bytes.data(), rows, cols};
+    std::vector<float> x(cols, 1.0f);
+    ASSERT_NO_FATAL_FAILURE(ExpectNearModel(w, x));
+    for (size_t c = 0; c < cols; ++c) x[c] = c % 2 ? -1.0f : 1.0f;
+    ASSERT_NO_FATAL_FAILURE(ExpectNearModel(w, x));
+  }
+}
+
+// MatMul (tiles of 4 and 8 vectors and their tails) and multi-threaded
+// MatVec equal single-threaded MatVec bit for bit.
+void TestLegacyIntMatMulAndThreads() {
+  std::mt19937 rng(67);
+  std::unique_ptr<ThreadArena> arena = ThreadArena::Create(3).value();
+  for (WeightType t : Int8Types()) {
+    for (size_t cols : {size_t{96}, size_t{4096 + 32}}) {
+      const size_t rows = 37;
+      const TestMatrix m = RandomMatrix(t, rows, cols, rng);
+      for (size_t n : {1u, 2u, 4u, 5u, 9u}) {
+        const std::vector<float> x = RandomVector(n * cols, rng);  // [n][cols]
+        ASSERT_NO_FATAL_FAILURE(ExpectMatMulEqualsMatVec(m.view, x, n, arena.get()));
+      }
+    }
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace kvedge
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvedge {
+
+HWY_BEFORE_TEST(LegacyIntKernelsTest);
+HWY_EXPORT_AND_TEST_P(LegacyIntKernelsTest, TestLegacyIntVsModel);
+HWY_EXPORT_AND_TEST_P(LegacyIntKernelsTest, TestLegacyIntExtremeBlocks);
+HWY_EXPORT_AND_TEST_P(LegacyIntKernelsTest, TestLegacyIntMatMulAndThreads);
+
+}  // namespace kvedge
+#endif  // HWY_ONCE
