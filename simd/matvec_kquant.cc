@@ -12,7 +12,7 @@
 // sequence in any call shape, so MatVec with any thread count, MatMul and
 // ref::MatVecRowsQ8K agree bit for bit. MatVec on AVX3/AVX3_DL takes its own
 // path (AvxMatVecRows: unwidened code bytes, four rows per pass, the same
-// folds lane by lane).
+// folds lane by lane), and on AVX2 matvec_kquant_avx2-inl.h's (eight rows).
 #include "platform/hwy_target_policy.h"
 
 #include <algorithm>
@@ -545,6 +545,10 @@ void AvxMatVecRows(const MatrixView& m, const float* x, float* y, size_t row_beg
 #undef KVEDGE_ATTR_KQ
 #endif  // HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 
+#if HWY_TARGET == HWY_AVX2
+#include "simd/matvec_kquant_avx2-inl.h"  // Avx2MatVecRows
+#endif
+
 // Rows [row_begin, row_end) × nv input vectors over super-blocks
 // [cb, cb + nsb) of each row; y[v·y_stride + r] carries each pair's running
 // sum from chunk to chunk (written when cb == 0). One vector (MatVec): the
@@ -586,6 +590,11 @@ template <class Block>
 void KQuantRowsOf(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   if (n == 1) return AvxMatVecRows<Block>(m, x, y, row_begin, row_end);
+#endif
+#if HWY_TARGET == HWY_AVX2
+  if constexpr (kAvx2KQuant<Block>) {
+    if (n == 1) return Avx2MatVecRows<Block>(m, x, y, row_begin, row_end);
+  }
 #endif
   const size_t nsb_row = m.cols / kSuperBlock;
   const Block* w = static_cast<const Block*>(m.data);  // [rows][cols/256] super-blocks

@@ -187,6 +187,48 @@ void TestKQuantWithinActivationRounding() {
   }
 }
 
+// Every row range [begin, end) of a 9-row matrix (1…9 rows, odd offsets: the
+// row passes' tails) against the reference, bit for bit, with y untouched
+// outside the range; with extreme blocks: a row of all-ones bits (largest
+// codes, scales and mins; Q6_K scales −1) and d = ±1, an all-zero row, and
+// activations whose Q8_K codes are all ±127 (a constant super-block and an
+// alternating one).
+void TestKQuantRowRangesAndExtremeBlocks() {
+  std::mt19937 rng(59);
+  for (WeightType t : kTypes) {
+    const size_t block_bytes = GetWeightFormat(t).block_bytes;
+    for (size_t cols : {size_t{256}, size_t{512}, size_t{1280}, size_t{4096}}) {
+      const size_t rows = 9, row_bytes = WeightRowBytes(t, cols);
+      TestMatrix m = RandomMatrix(t, rows, cols, rng);
+      std::fill(m.bytes.begin() + 2 * row_bytes, m.bytes.begin() + 3 * row_bytes, uint8_t{0xFF});
+      std::fill(m.bytes.begin() + 4 * row_bytes, m.bytes.begin() + 5 * row_bytes, uint8_t{0});
+      for (size_t off = 2 * row_bytes; off < 3 * row_bytes; off += block_bytes) {
+        for (size_t field : HalfFields(t)) {
+          const uint16_t h = F16FromF32(off % (2 * block_bytes) == 0 ? 1.0f : -1.0f);
+          std::memcpy(&m.bytes[off + field], &h, 2);
+        }
+      }
+      std::vector<float> x = RandomVector(cols, rng);
+      std::fill(x.begin(), x.begin() + kSuperBlock, 3.0f);  // codes all −127
+      if (cols >= 2 * kSuperBlock) {
+        for (size_t i = kSuperBlock; i < 2 * kSuperBlock; ++i) x[i] = i % 2 == 0 ? -5.0f : 5.0f;  // ±127
+      }
+      std::vector<float> want(rows);
+      ref::MatVecRowsQ8K(m.view, x.data(), want.data(), 0, rows);
+      for (size_t begin = 0; begin < rows; ++begin) {
+        for (size_t end = begin + 1; end <= rows; ++end) {
+          std::vector<float> y(rows, -7.0f);
+          KQuantRows(m.view, x.data(), 1, y.data(), begin, end);
+          for (size_t r = 0; r < rows; ++r) {
+            ASSERT_EQ(y[r], r >= begin && r < end ? want[r] : -7.0f)
+                << WeightTypeName(t) << " cols=" << cols << " rows [" << begin << ", " << end << ") r=" << r;
+          }
+        }
+      }
+    }
+  }
+}
+
 // MatMul (tiles of 4 vectors and their tails) and multi-threaded MatVec
 // equal single-threaded MatVec bit for bit.
 void TestKQuantMatMulAndThreads() {
@@ -216,6 +258,7 @@ HWY_BEFORE_TEST(KQuantKernelsTest);
 HWY_EXPORT_AND_TEST_P(KQuantKernelsTest, TestKQuantEqualsQ8KReference);
 HWY_EXPORT_AND_TEST_P(KQuantKernelsTest, TestKQuantActivationTies);
 HWY_EXPORT_AND_TEST_P(KQuantKernelsTest, TestKQuantWithinActivationRounding);
+HWY_EXPORT_AND_TEST_P(KQuantKernelsTest, TestKQuantRowRangesAndExtremeBlocks);
 HWY_EXPORT_AND_TEST_P(KQuantKernelsTest, TestKQuantMatMulAndThreads);
 
 }  // namespace kvedge

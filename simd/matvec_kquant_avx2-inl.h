@@ -1,0 +1,213 @@
+// MatVec of Q4_K, Q5_K and Q6_K on Q8_K activations with AVX2 (no AVX-512,
+// no VNNI): the codes stay bytes, 32 weights per ymm, eight rows per pass.
+// A fragment of matvec_kquant.cc: included inside its per-target namespace
+// for HWY_AVX2 only, after QuantizeQ8K, KQuant and UnpackScalesMins.
+//
+// Per row and super-block, vpmaddubsw multiplies the unsigned code bytes
+// (Q4_K 0…15, Q5_K 0…31, Q6_K q + 32 = 0…63) by the int8 activation codes
+// into int16 pair sums (≤ 2·63·127, no saturation), and vpmaddwd weights
+// them by their sub-block scale into int32 lanes: S = Σ of the lanes, exact.
+// M (Q4_K/Q5_K: Σ min·bsum; Q6_K: Σ sc·bsum, S −= 32·M) is one vpmaddwd of
+// the scales or mins, spread to the 16 bsums lanes, against the Q8_K sums.
+// A Q4_K/Q5_K ymm of 32 code bytes holds sub-block 2j in its low nibbles and
+// 2j + 1 in its high ones, which is ggml's activation order: the Q8_K codes
+// are used as QuantizeQ8K writes them. Raw intrinsics: Highway 1.0.3 has no
+// u8×i8 or i16 pair-sum op.
+#if HWY_TARGET != HWY_AVX2
+#error "matvec_kquant_avx2-inl.h is the HWY_AVX2 section of matvec_kquant.cc"
+#endif
+
+template <class Block>
+constexpr bool kAvx2KQuant = std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K> ||
+                             std::is_same_v<Block, BlockQ6_K>;
+
+// vpshufb indices (per 128-bit lane) that spread int8/uint8 scale bytes to
+// int16 lanes; a 0x80 byte gives 0.
+struct Avx2Index {
+  // Q4_K/Q5_K, on [sc0 … sc7, m0 … m7] bytes: kQ45Scale[c] = sc_c in every
+  // int16 lane (zero-extended); kQ45Min: lane i = m_{i/2} (bsums lane i
+  // covers codes 16i … 16i + 15, sub-block i/2).
+  HWY_ALIGN uint8_t q45_scale[8][32];
+  HWY_ALIGN uint8_t q45_min[32];
+  // Q6_K, on the int16 scales [sc_8h … sc_8h+7] of half h in both 128-bit
+  // lanes: kQ6[k] = sc_8h+2k in the low lane, sc_8h+2k+1 in the high one
+  // (code vector k of a half covers weights 32k … 32k + 31, a scale per 16).
+  HWY_ALIGN uint8_t q6_scale[4][32];
+};
+
+constexpr Avx2Index MakeAvx2Index() {
+  Avx2Index idx{};
+  for (int i = 0; i < 32; i += 2) {
+    const int lane16 = i / 2;  // 0…15; 128-bit lane lane16 / 8
+    for (int c = 0; c < 8; ++c) {
+      idx.q45_scale[c][i] = static_cast<uint8_t>(c);
+      idx.q45_scale[c][i + 1] = 0x80;
+    }
+    idx.q45_min[i] = static_cast<uint8_t>(8 + lane16 / 2);
+    idx.q45_min[i + 1] = 0x80;
+    for (int k = 0; k < 4; ++k) {
+      const int scale = 2 * k + lane16 / 8;  // int16 element of the table
+      idx.q6_scale[k][i] = static_cast<uint8_t>(2 * scale);
+      idx.q6_scale[k][i + 1] = static_cast<uint8_t>(2 * scale + 1);
+    }
+  }
+  return idx;
+}
+constexpr Avx2Index kAvx2Index = MakeAvx2Index();
+
+HWY_INLINE __m256i LoadIdx(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+HWY_INLINE __m256i Load32(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// One row's super-block before the horizontal sums: S = Σ of s's 8 lanes,
+// M = Σ of m's 8.
+struct Avx2Sums {
+  __m256i s;
+  __m256i m;
+};
+
+// Q4_K (qh null) or Q5_K against activations a.
+template <bool kQ5>
+HWY_INLINE Avx2Sums Avx2SumsQ45(const uint8_t* packed, const uint8_t* qh, const uint8_t* qs, const BlockQ8_K& a) {
+  HWY_ALIGN uint8_t sm[16];  // [8] scales, [8] mins
+  UnpackScalesMins(packed, sm);
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(sm)));
+  const __m256i k15 = _mm256_set1_epi8(15), k16 = _mm256_set1_epi8(16);
+  __m256i h = kQ5 ? Load32(qh) : _mm256_setzero_si256();  // bit c of byte l: 5th bit of weight 32c + l
+  // Two accumulators halve the vpaddd chain.
+  __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+  for (int j = 0; j < 4; ++j) {
+    const __m256i bytes = Load32(qs + 32 * j);
+    __m256i lo = _mm256_and_si256(bytes, k15);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), k15);
+    if constexpr (kQ5) {
+      // Bits 2j and 2j + 1 sit at bits 0 and 1 of h here; the 16-bit shifts
+      // are exact under the per-byte 0x10 mask.
+      lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), k16));
+      hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), k16));
+      h = _mm256_srli_epi16(h, 2);
+    }
+    const __m256i p_lo = _mm256_maddubs_epi16(lo, Load32(a.qs + 64 * j));
+    const __m256i p_hi = _mm256_maddubs_epi16(hi, Load32(a.qs + 64 * j + 32));
+    acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(p_lo, _mm256_shuffle_epi8(table, LoadIdx(kAvx2Index.q45_scale[2 * j]))));
+    acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(p_hi, _mm256_shuffle_epi8(table, LoadIdx(kAvx2Index.q45_scale[2 * j + 1]))));
+  }
+  const __m256i mins = _mm256_shuffle_epi8(table, LoadIdx(kAvx2Index.q45_min));
+  return {_mm256_add_epi32(acc[0], acc[1]), _mm256_madd_epi16(mins, Load32(a.bsums))};
+}
+
+// Q6_K against activations a over the unsigned codes q + 32 (S − 32·M is
+// the caller's).
+HWY_INLINE Avx2Sums Avx2SumsQ6(const BlockQ6_K& b, const BlockQ8_K& a) {
+  const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  const __m256i k15 = _mm256_set1_epi8(15), k48 = _mm256_set1_epi8(0x30);
+  __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+  for (int half = 0; half < 2; ++half) {
+    // [sc_8h … sc_8h+7] in both 128-bit lanes.
+    const __m256i table = half == 0 ? _mm256_permute4x64_epi64(sc16, 0x44) : _mm256_permute4x64_epi64(sc16, 0xEE);
+    const __m256i ql0 = Load32(b.ql + 64 * half), ql1 = Load32(b.ql + 64 * half + 32);
+    const __m256i h = Load32(b.qh + 32 * half);  // bits 2k, 2k+1 of byte l: top bits of weight 32k + l
+    // 16-bit shifts are exact under the per-byte 0x30 mask.
+    const __m256i q[4] = {
+        _mm256_or_si256(_mm256_and_si256(ql0, k15), _mm256_and_si256(_mm256_slli_epi16(h, 4), k48)),
+        _mm256_or_si256(_mm256_and_si256(ql1, k15), _mm256_and_si256(_mm256_slli_epi16(h, 2), k48)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), k15), _mm256_and_si256(h, k48)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), k15), _mm256_and_si256(_mm256_srli_epi16(h, 2), k48))};
+    for (int k = 0; k < 4; ++k) {
+      const __m256i p = _mm256_maddubs_epi16(q[k], Load32(a.qs + 128 * half + 32 * k));
+      acc[k & 1] = _mm256_add_epi32(acc[k & 1], _mm256_madd_epi16(p, _mm256_shuffle_epi8(table, LoadIdx(kAvx2Index.q6_scale[k]))));
+    }
+  }
+  return {_mm256_add_epi32(acc[0], acc[1]), _mm256_madd_epi16(sc16, Load32(a.bsums))};
+}
+
+template <class Block>
+HWY_INLINE Avx2Sums Avx2SumsOf(const Block& b, const BlockQ8_K& a) {
+  if constexpr (std::is_same_v<Block, BlockQ6_K>) {
+    return Avx2SumsQ6(b, a);
+  } else if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+    return Avx2SumsQ45<true>(b.scales, b.qh, b.qs, a);
+  } else {
+    return Avx2SumsQ45<false>(b.scales, nullptr, b.qs, a);
+  }
+}
+
+// [S_i, M_i, S_j, M_j] of two rows' sums.
+HWY_INLINE __m128i PairSums(const Avx2Sums& i, const Avx2Sums& j) {
+  const __m256i ti = _mm256_hadd_epi32(i.s, i.m), tj = _mm256_hadd_epi32(j.s, j.m);  // [s s m m | s s m m]
+  const __m128i fi = _mm_add_epi32(_mm256_castsi256_si128(ti), _mm256_extracti128_si256(ti, 1));
+  const __m128i fj = _mm_add_epi32(_mm256_castsi256_si128(tj), _mm256_extracti128_si256(tj, 1));
+  return _mm_hadd_epi32(fi, fj);
+}
+
+// One pass over up to eight rows: rows [0, valid) of w (nsb_row super-blocks
+// apart, from the chunk's first), y[0, valid) their running sums (continued
+// when `accumulate`), xc the chunk's nsb activation blocks. One f32 lane per
+// row runs KQuantChunkRows' scalar folds acc = fma(dw·dx, S, acc),
+// acc = fma(−(dmin·dx), M, acc) as vector FMAs (f16 scales by F16C, exact
+// as HalfToFloat), so every lane equals ref::MatVecRowsQ8K bit for bit.
+// Fewer than eight rows repeat the last one in the spare lanes; only
+// [0, valid) is stored. With `prefetch`, the next pass's eight rows are
+// prefetched, one super-block of each per step (eight row streams are more
+// than the hardware prefetcher follows).
+constexpr size_t kAvx2Rows = 8;
+
+template <class Block>
+HWY_INLINE void Avx2Pass(const Block* w, size_t nsb_row, size_t nsb, size_t valid, bool prefetch,
+                         const BlockQ8_K* xc, float* y, bool accumulate) {
+  // d (and dmin) halves of four rows [d0 m0 d1 m1 …] → [d0 d1 d2 d3 m0 m1 m2 m3].
+  const __m256i deinterleave_halves = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,  //
+                                                       0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid)),
+                                           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const Block* row[kAvx2Rows];
+  for (size_t i = 0; i < kAvx2Rows; ++i) row[i] = w + std::min(i, valid - 1) * nsb_row;
+  __m256 acc = accumulate ? _mm256_maskload_ps(y, lanes) : _mm256_setzero_ps();
+  for (size_t s = 0; s < nsb; ++s) {
+    for (size_t i = 0; prefetch && i < kAvx2Rows; ++i) {
+      const char* next = reinterpret_cast<const char*>(row[i] + kAvx2Rows * nsb_row + s);
+      for (size_t o = 0; o < sizeof(Block); o += 64) hwy::Prefetch(next + o);
+    }
+    __m128i pairs[kAvx2Rows / 2];  // [S_2k, M_2k, S_2k+1, M_2k+1]
+    for (size_t k = 0; k < kAvx2Rows / 2; ++k) {
+      pairs[k] = PairSums(Avx2SumsOf(row[2 * k][s], xc[s]), Avx2SumsOf(row[2 * k + 1][s], xc[s]));
+    }
+    const __m256 p01_45 = _mm256_castsi256_ps(_mm256_set_m128i(pairs[2], pairs[0]));
+    const __m256 p23_67 = _mm256_castsi256_ps(_mm256_set_m128i(pairs[3], pairs[1]));
+    __m256i sums = _mm256_castps_si256(_mm256_shuffle_ps(p01_45, p23_67, 0x88));  // [S0 … S7]
+    const __m256i mins = _mm256_castps_si256(_mm256_shuffle_ps(p01_45, p23_67, 0xDD));
+    const __m256 dx = _mm256_set1_ps(xc[s].d);
+    if constexpr (KQuant<Block>::kHasMins) {
+      uint32_t bits[kAvx2Rows];  // [row] d | dmin << 16
+      for (size_t i = 0; i < kAvx2Rows; ++i) std::memcpy(bits + i, &row[i][s].d, sizeof(bits[i]));
+      const __m256i halves = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(Load32(bits), deinterleave_halves), 0xD8);
+      const __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(halves));
+      const __m256 dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1));
+      acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(sums), acc);
+      acc = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mins), acc);
+    } else {
+      sums = _mm256_sub_epi32(sums, _mm256_slli_epi32(mins, 5));
+      HWY_ALIGN uint16_t d[kAvx2Rows];  // [row] f16 d
+      for (size_t i = 0; i < kAvx2Rows; ++i) d[i] = row[i][s].d;
+      acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d))), dx),
+                            _mm256_cvtepi32_ps(sums), acc);
+    }
+  }
+  _mm256_maskstore_ps(y, lanes, acc);
+}
+
+// y[r] for rows [row_begin, row_end): per chunk of 64 super-blocks, the
+// activations quantized once, then passes of eight rows.
+template <class Block>
+HWY_NOINLINE void Avx2MatVecRows(const MatrixView& m, const float* x, float* y, size_t row_begin, size_t row_end) {
+  const size_t nsb_row = m.cols / kSuperBlock;
+  const Block* w = static_cast<const Block*>(m.data);  // [rows][cols/256] super-blocks
+  HWY_ALIGN BlockQ8_K xc[kChunkSuperBlocks];             // [super-block of the chunk] activations
+  for (size_t cb = 0; cb < nsb_row; cb += kChunkSuperBlocks) {
+    const size_t nsb = std::min(kChunkSuperBlocks, nsb_row - cb);
+    QuantizeQ8K(x + cb * kSuperBlock, xc, nsb);
+    for (size_t r = row_begin; r < row_end; r += kAvx2Rows) {
+      Avx2Pass(w + r * nsb_row + cb, nsb_row, nsb, std::min(kAvx2Rows, row_end - r), r + 2 * kAvx2Rows <= row_end, xc,
+               y + r, cb > 0);
+    }
+  }
+}
