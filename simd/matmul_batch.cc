@@ -340,7 +340,7 @@ void KQuantBatchRowsT(const MatrixView& m, const float* x, size_t n, float* y, s
     case WeightType::kQ4_K: return BatchRows<BlockQ4_K>(m, x, n, y, row_begin, row_end);
     case WeightType::kQ5_K: return BatchRows<BlockQ5_K>(m, x, n, y, row_begin, row_end);
     case WeightType::kQ6_K: return BatchRows<BlockQ6_K>(m, x, n, y, row_begin, row_end);
-    default: HWY_ABORT("%s is not a Q8_K-activation type", WeightTypeName(m.type));
+    default: return KQuantRows(m, x, n, y, row_begin, row_end);  // Q2_K, Q3_K, IQ4_XS: no batched kernel yet
   }
 }
 

@@ -16,6 +16,7 @@
 #include "platform/hwy_target_policy.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -45,7 +46,7 @@ constexpr size_t kVecTile = 4;            // input vectors per decode of a super
 struct ActChunk {
   HWY_ALIGN int16_t q[kChunkSuperBlocks * kSuperBlock];  // [super-block][256] codes
   float d[kChunkSuperBlocks];                            // [super-block] scales
-  int32_t bsum32[kChunkSuperBlocks][8];                  // [super-block][sub-block of 32] Σ codes
+  int32_t bsum16[kChunkSuperBlocks][16];                 // [super-block][group of 16] Σ codes
 };
 
 // QuantizeRowQ8_K bit for bit, vectorized (NearestInt is nearbyint's
@@ -127,7 +128,7 @@ HWY_INLINE void PrepareChunk(const float* x, size_t nsb, ActChunk* c) {
       hn::Store(hn::PromoteTo(d16, hn::LoadU(d8, blocks[s].qs + i)), d16, c->q + s * kSuperBlock + i);
     }
     c->d[s] = blocks[s].d;
-    for (int j = 0; j < 8; ++j) c->bsum32[s][j] = blocks[s].bsums[2 * j] + blocks[s].bsums[2 * j + 1];
+    for (int j = 0; j < 16; ++j) c->bsum16[s][j] = blocks[s].bsums[j];
   }
 }
 
@@ -189,7 +190,7 @@ HWY_INLINE void UnpackScalesMins(const uint8_t* packed, uint8_t* sc) {
   std::memcpy(sc, u, 16);
 }
 
-// Q4_K (qh null) and Q5_K: sc·q; mins[j] = the min of sub-block j (of 32).
+// Q4_K (qh null) and Q5_K: sc·q; mins[g] = the min of weights [16g, 16g + 16).
 template <bool kDot, class Block>
 HWY_INLINE void DecodeQ45(const Block& b, const uint8_t* qh, int16_t* tile, const int16_t* x, int32_t* mins,
                           V32x16& s0, V32x16& s1) {
@@ -199,7 +200,7 @@ HWY_INLINE void DecodeQ45(const Block& b, const uint8_t* qh, int16_t* tile, cons
   const auto k15 = hn::Set(d16, 15), k1 = hn::Set(d16, 1);
   uint8_t sc[16];  // [8] scales, [8] mins
   UnpackScalesMins(b.scales, sc);
-  for (int j = 0; j < 8; ++j) mins[j] = sc[8 + j];
+  for (int g = 0; g < 16; ++g) mins[g] = sc[8 + g / 2];
   for (int j = 0; j < 4; ++j) {
     const auto vs_lo = hn::Set(d16, static_cast<int16_t>(sc[2 * j]));
     const auto vs_hi = hn::Set(d16, static_cast<int16_t>(sc[2 * j + 1]));
@@ -247,8 +248,70 @@ HWY_INLINE void DecodeQ6(const BlockQ6_K& b, int16_t* tile, const int16_t* x, V3
   }
 }
 
-// Per format: Run<kDot>(b, tile, x, mins, s0, s1) is the decoder (Q6_K has
-// no mins term and leaves mins untouched).
+// Q2_K (hm null) and Q3_K: sc[g]·q for weight i = 128h + 32j + l of group
+// g = i / 16, q = bits 2j of qs[32h + l] (Q3_K: minus 4 unless bit 4h + j of
+// hm[l] is set). sc: [16] scales (Q3_K: signed, the stored value − 32).
+template <bool kDot>
+HWY_INLINE void DecodeQ23(const uint8_t* qs, const uint8_t* hm, const int* sc, int16_t* tile, const int16_t* x,
+                          V32x16& s0, V32x16& s1) {
+  const D16x32 d16;
+  const hn::Rebind<uint8_t, D16x32> du8;
+  const size_t n = hn::Lanes(d16);
+  const auto k3 = hn::Set(d16, 3), k1 = hn::Set(d16, 1), k4 = hn::Set(d16, 4);
+  for (int h = 0; h < 2; ++h) {
+    for (size_t l = 0; l < 32; l += n) {
+      const auto bytes = hn::PromoteTo(d16, hn::LoadU(du8, qs + 32 * h + l));
+      const auto high = hm != nullptr ? hn::PromoteTo(d16, hn::LoadU(du8, hm + l)) : hn::Zero(d16);
+      for (int j = 0; j < 4; ++j) {
+        auto q = hn::And(hn::ShiftRightSame(bytes, 2 * j), k3);
+        if (hm != nullptr) q = hn::Add(q, hn::Sub(hn::ShiftLeft<2>(hn::And(hn::ShiftRightSame(high, 4 * h + j), k1)), k4));
+        const int g = 8 * h + 2 * j;
+        Emit<kDot>(hn::Mul(q, GroupScales(sc[g], sc[g + 1], l)), 128 * h + 32 * j + l, tile, x, s0, s1);
+      }
+    }
+  }
+}
+
+// The IQ4 levels (int8) of the 32 weights of one IQ4_XS sub-block: v[j] of
+// the low nibble of qs[j], v[16 + j] of its high one (j < 16).
+HWY_INLINE void Iq4Levels(const uint8_t* qs, int8_t* v) {
+#if HWY_TARGET == HWY_SCALAR
+  for (int j = 0; j < 16; ++j) {
+    v[j] = kIq4nlValues[qs[j] & 15];
+    v[16 + j] = kIq4nlValues[qs[j] >> 4];
+  }
+#else
+  const hn::Full128<uint8_t> du8;
+  const hn::Full128<int8_t> di8;
+  const auto table = hn::LoadU(di8, kIq4nlValues);
+  const auto q = hn::LoadU(du8, qs);
+  hn::StoreU(hn::TableLookupBytes(table, hn::BitCast(di8, hn::And(q, hn::Set(du8, 15)))), di8, v);
+  hn::StoreU(hn::TableLookupBytes(table, hn::BitCast(di8, hn::ShiftRight<4>(q))), di8, v + 16);
+#endif
+}
+
+// The 6-bit scale (stored + 32) of IQ4_XS sub-block ib (of 32 weights).
+HWY_INLINE int Iq4xsScale(const BlockIQ4_XS& b, int ib) {
+  return ((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b.scales_h >> 2 * ib) & 3) << 4);
+}
+
+// IQ4_XS: (ls − 32)·level per sub-block of 32.
+template <bool kDot>
+HWY_INLINE void DecodeIQ4XS(const BlockIQ4_XS& b, int16_t* tile, const int16_t* x, V32x16& s0, V32x16& s1) {
+  const D16x32 d16;
+  const hn::Rebind<int8_t, D16x32> di8;
+  const size_t n = hn::Lanes(d16);
+  HWY_ALIGN int8_t v[32];  // [32] one sub-block's levels
+  for (int ib = 0; ib < kSuperBlock / 32; ++ib) {
+    Iq4Levels(b.qs + 16 * ib, v);
+    const auto ls = hn::Set(d16, static_cast<int16_t>(Iq4xsScale(b, ib) - 32));
+    for (size_t l = 0; l < 32; l += n) Emit<kDot>(hn::Mul(hn::PromoteTo(d16, hn::Load(di8, v + l)), ls), 32 * ib + l, tile, x, s0, s1);
+  }
+}
+
+// Per format: Run<kDot>(b, tile, x, mins, s0, s1) is the decoder; the types
+// with mins (kHasMins) fill mins[16], one per 16 weights, the others leave
+// it untouched.
 template <class Block>
 struct KQuant;
 template <>
@@ -276,6 +339,43 @@ struct KQuant<BlockQ6_K> {
   static HWY_INLINE void Run(const BlockQ6_K& b, int16_t* tile, const int16_t* x, int32_t* /*mins*/, V32x16& s0,
                              V32x16& s1) {
     DecodeQ6<kDot>(b, tile, x, s0, s1);
+  }
+};
+
+template <>
+struct KQuant<BlockQ2_K> {
+  static constexpr bool kHasMins = true;
+  template <bool kDot>
+  static HWY_INLINE void Run(const BlockQ2_K& b, int16_t* tile, const int16_t* x, int32_t* mins, V32x16& s0,
+                             V32x16& s1) {
+    int sc[16];
+    for (int g = 0; g < 16; ++g) {
+      sc[g] = b.scales[g] & 15;
+      mins[g] = b.scales[g] >> 4;
+    }
+    DecodeQ23<kDot>(b.qs, nullptr, sc, tile, x, s0, s1);
+  }
+};
+template <>
+struct KQuant<BlockQ3_K> {
+  static constexpr bool kHasMins = false;
+  template <bool kDot>
+  static HWY_INLINE void Run(const BlockQ3_K& b, int16_t* tile, const int16_t* x, int32_t* /*mins*/, V32x16& s0,
+                             V32x16& s1) {
+    int8_t packed[16];
+    UnpackQ3KScales(b.scales, packed);
+    int sc[16];
+    for (int g = 0; g < 16; ++g) sc[g] = packed[g] - 32;
+    DecodeQ23<kDot>(b.qs, b.hmask, sc, tile, x, s0, s1);
+  }
+};
+template <>
+struct KQuant<BlockIQ4_XS> {
+  static constexpr bool kHasMins = false;
+  template <bool kDot>
+  static HWY_INLINE void Run(const BlockIQ4_XS& b, int16_t* tile, const int16_t* x, int32_t* /*mins*/, V32x16& s0,
+                             V32x16& s1) {
+    DecodeIQ4XS<kDot>(b, tile, x, s0, s1);
   }
 };
 
@@ -329,20 +429,49 @@ HWY_INLINE __m512i AddScaledPairs(__m512i acc, __m512i p, __m512i sc) {
 }
 #endif
 
-// Activation sub-blocks (of 32) in the byte order of a Q4_K/Q5_K
-// super-block's codes: slot i of the stored codes holds sub-block kQ45Order[i].
-constexpr int kQ45Order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+template <class Block>
+constexpr bool kIsQ23 = std::is_same_v<Block, BlockQ2_K> || std::is_same_v<Block, BlockQ3_K>;
+template <class Block>
+constexpr bool kIsQ45 = std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K>;
+
+// The activations in the byte order of a super-block's code vectors: slot i
+// (16 bytes) of the reordered activations holds activations
+// [16·order[i], +16). Q4_K/Q5_K: a zmm of 64 code bytes holds sub-blocks
+// (of 32) 0 and 2 in its low nibbles and 1 and 3 in its high ones (4…7
+// likewise); Q2_K/Q3_K: bit pair j of the 64 qs bytes holds weights 32j…
+// and 128 + 32j…; IQ4_XS: the low nibbles of 4 sub-blocks' 16 bytes hold
+// their first 16 weights, the high nibbles their last; Q6_K: ggml's order.
+template <class Block>
+constexpr std::array<uint8_t, 16> AvxOrder() {
+  if constexpr (kIsQ45<Block>) {
+    return {0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15};
+  } else if constexpr (kIsQ23<Block>) {
+    return {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
+  } else if constexpr (std::is_same_v<Block, BlockIQ4_XS>) {
+    return {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
+  } else {
+    return {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  }
+}
+// Weights per sub-block scale.
+template <class Block>
+constexpr int kScaleGroup = kIsQ45<Block> || std::is_same_v<Block, BlockIQ4_XS> ? 32 : 16;
+// Q6_K (5) and Q3_K (2) sum unsigned codes q + 2^shift: the caller takes
+// S − (M << shift), M = Σ sc·bsum; −1: signed codes or mins (no offset).
+template <class Block>
+constexpr int kOffsetShift = std::is_same_v<Block, BlockQ6_K> ? 5 : std::is_same_v<Block, BlockQ3_K> ? 2 : -1;
 
 // One input vector's Q8_K activations over a chunk, qs in the weight
-// format's byte order (Q6_K's is ggml's own).
+// format's byte order (AvxOrder).
 template <class Block>
 HWY_NOINLINE void PrepareAvxChunk(const float* x, size_t nsb, BlockQ8_K* c) {
   QuantizeQ8K(x, c, nsb);
-  if constexpr (KQuant<Block>::kHasMins) {
+  if constexpr (!std::is_same_v<Block, BlockQ6_K>) {
+    constexpr std::array<uint8_t, 16> order = AvxOrder<Block>();
     for (size_t s = 0; s < nsb; ++s) {
       int8_t q[kSuperBlock];
       std::memcpy(q, c[s].qs, sizeof(q));
-      for (int i = 0; i < 8; ++i) std::memcpy(c[s].qs + 32 * i, q + 32 * kQ45Order[i], 32);
+      for (int i = 0; i < 16; ++i) std::memcpy(c[s].qs + 16 * i, q + 16 * order[i], 16);
     }
   }
 }
@@ -357,11 +486,10 @@ template <class Block>
 KVEDGE_ATTR_KQ HWY_INLINE AvxIndex MakeAvxIndex() {
   HWY_ALIGN int16_t idx[4][32];
   HWY_ALIGN int16_t mins[16];
+  constexpr std::array<uint8_t, 16> order = AvxOrder<Block>();
   for (int k = 0; k < 4; ++k) {
-    for (int i = 0; i < 32; ++i) {
-      // Q4_K/Q5_K: code vector k's halves are sub-block slots 2k and 2k+1;
-      // Q6_K: vector k covers weights 64k…64k+63, a scale per 16 (per 128 bits).
-      idx[k][i] = static_cast<int16_t>(KQuant<Block>::kHasMins ? kQ45Order[2 * k + i / 16] : 4 * k + i / 8);
+    for (int i = 0; i < 32; ++i) {  // int16 lane i of code vector k: activation 16·order[4k + i/8] + 2i % 16
+      idx[k][i] = static_cast<int16_t>((16 * order[4 * k + i / 8] + 2 * i % 16) / kScaleGroup<Block>);
     }
   }
   for (int i = 0; i < 16; ++i) mins[i] = static_cast<int16_t>(8 + i / 2);
@@ -452,10 +580,99 @@ KVEDGE_ATTR_KQ HWY_INLINE RawSums SumsQ6(const BlockQ6_K& b, const BlockQ8_K& a,
           _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)))};
 }
 
+// The 16 scales − 32 of a Q3_K super-block as int16 lanes (UnpackQ3KScales
+// on 16-bit lanes). p: 16 bytes, the 12 packed scales at p + 2 (reading
+// from the codes' last two bytes keeps the load inside the block).
+KVEDGE_ATTR_KQ HWY_INLINE __m256i Q3Scales16(const uint8_t* p) {
+  const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  // Scale g: low 4 bits from byte g % 8 (>> 4 when g ≥ 8), high 2 bits from
+  // byte 8 + g % 4 (>> 2·(g / 4)).
+  const __m256i lo_at = _mm256_setr_epi16(2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9);
+  const __m256i hi_at = _mm256_setr_epi16(10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13);
+  const __m256i lo_shift = _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4);
+  const __m256i hi_shift = _mm256_setr_epi16(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
+  const __m256i lo = _mm256_and_si256(_mm256_srlv_epi16(_mm256_permutexvar_epi16(lo_at, v), lo_shift),
+                                      _mm256_set1_epi16(15));
+  const __m256i hi = _mm256_and_si256(_mm256_srlv_epi16(_mm256_permutexvar_epi16(hi_at, v), hi_shift),
+                                      _mm256_set1_epi16(3));
+  return _mm256_sub_epi16(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi16(32));
+}
+
+// Q2_K (kQ3 false) or Q3_K against activations a, a scale per 16 weights:
+// S = Σ sc·u·x over the unsigned codes u (Q2_K: q; Q3_K: q + 4 = low +
+// 4·high), M = Σ m·bsum with m the mins (Q2_K) or the scales (Q3_K: the
+// caller takes S − 4·M).
+template <bool kQ3, class Block>
+KVEDGE_ATTR_KQ HWY_INLINE RawSums SumsQ23(const Block& b, const BlockQ8_K& a, const AvxIndex& idx) {
+  __m256i sc, m;
+  if constexpr (kQ3) {
+    sc = Q3Scales16(b.qs + 62);
+    m = sc;
+  } else {
+    const __m256i packed = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+    sc = _mm256_and_si256(packed, _mm256_set1_epi16(15));
+    m = _mm256_srli_epi16(packed, 4);
+  }
+  const __m512i scz = _mm512_castsi256_si512(sc);
+  const __m512i q = _mm512_loadu_si512(b.qs), k3 = _mm512_set1_epi8(3);
+  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+  for (int j = 0; j < 4; ++j) {
+    __m512i w = _mm512_and_si512(_mm512_srl_epi16(q, _mm_cvtsi32_si128(2 * j)), k3);
+    if constexpr (kQ3) {
+      // Bit j (low 256 bits: weights 32j + l) or 4 + j (high: 128 + 32j + l)
+      // of hmask[l] adds 4.
+      const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask)));
+      const __m512i bits = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << j)),
+                                              _mm256_set1_epi8(static_cast<char>(1 << (4 + j))), 1);
+      w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(h, bits), w, _mm512_set1_epi8(4));
+    }
+    const __m512i p = _mm512_maddubs_epi16(w, _mm512_loadu_si512(a.qs + 64 * j));
+    acc[j & 1] = AddScaledPairs(acc[j & 1], p, _mm512_permutexvar_epi16(idx.scale[j], scz));
+  }
+  return {_mm512_add_epi32(acc[0], acc[1]),
+          _mm256_madd_epi16(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)))};
+}
+
+// IQ4_XS against activations a: S = Σ (ls − 32)·level·x. The levels are
+// signed (vpshufb from the codebook), so vpmaddubsw takes |level| against x
+// negated where the level is (|level·x| ≤ 127², a pair ≤ 32258: no
+// saturation; x ≥ −127, so −x fits).
+KVEDGE_ATTR_KQ HWY_INLINE RawSums SumsIQ4XS(const BlockIQ4_XS& b, const BlockQ8_K& a, const AvxIndex& idx) {
+  const __m128i head = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(&b));  // d, scales_h, scales_l[4]
+  const __m128i lo = _mm_and_si128(
+      _mm_srlv_epi16(_mm_shuffle_epi8(head, _mm_setr_epi8(4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1)),
+                     _mm_setr_epi16(0, 4, 0, 4, 0, 4, 0, 4)),
+      _mm_set1_epi16(15));
+  const __m128i hi = _mm_and_si128(
+      _mm_srlv_epi16(_mm_shuffle_epi8(head, _mm_setr_epi8(2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3)),
+                     _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14)),
+      _mm_set1_epi16(3));
+  const __m512i scz =
+      _mm512_castsi128_si512(_mm_sub_epi16(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi16(32)));
+  const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  const __m512i k15 = _mm512_set1_epi8(15);
+  const __m512i q0 = _mm512_loadu_si512(b.qs), q1 = _mm512_loadu_si512(b.qs + 64);
+  const __m512i codes[4] = {_mm512_and_si512(q0, k15), _mm512_and_si512(_mm512_srli_epi16(q0, 4), k15),
+                            _mm512_and_si512(q1, k15), _mm512_and_si512(_mm512_srli_epi16(q1, 4), k15)};
+  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+  for (int k = 0; k < 4; ++k) {
+    const __m512i v = _mm512_shuffle_epi8(table, codes[k]);
+    const __m512i x = _mm512_loadu_si512(a.qs + 64 * k);
+    const __m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(v), _mm512_setzero_si512(), x);
+    const __m512i p = _mm512_maddubs_epi16(_mm512_abs_epi8(v), sx);
+    acc[k & 1] = AddScaledPairs(acc[k & 1], p, _mm512_permutexvar_epi16(idx.scale[k], scz));
+  }
+  return {_mm512_add_epi32(acc[0], acc[1]), _mm256_setzero_si256()};
+}
+
 template <class Block>
 KVEDGE_ATTR_KQ HWY_INLINE RawSums AvxSums(const Block& b, const BlockQ8_K& a, const AvxIndex& idx) {
   if constexpr (std::is_same_v<Block, BlockQ6_K>) {
     return SumsQ6(b, a, idx);
+  } else if constexpr (kIsQ23<Block>) {
+    return SumsQ23<std::is_same_v<Block, BlockQ3_K>>(b, a, idx);
+  } else if constexpr (std::is_same_v<Block, BlockIQ4_XS>) {
+    return SumsIQ4XS(b, a, idx);
   } else if constexpr (std::is_same_v<Block, BlockQ5_K>) {
     return SumsQ45<true>(b.scales, b.qh, b.qs, a, idx);
   } else {
@@ -508,9 +725,9 @@ KVEDGE_ATTR_KQ HWY_NOINLINE void AvxChunkRows(const Block* w, size_t nsb_row, si
       RawSums raw[kRowsPerPass];
       for (size_t i = 0; i < kRowsPerPass; ++i) raw[i] = AvxSums(row[i][s], xc[s], idx);
       __m128i sums = Sum8x4(Fold16(raw[0].s), Fold16(raw[1].s), Fold16(raw[2].s), Fold16(raw[3].s));
-      const __m128i mins = Sum8x4(raw[0].m, raw[1].m, raw[2].m, raw[3].m);
       const __m128 dx = _mm_set1_ps(xc[s].d);
       if constexpr (KQuant<Block>::kHasMins) {
+        const __m128i mins = Sum8x4(raw[0].m, raw[1].m, raw[2].m, raw[3].m);
         uint32_t bits[kRowsPerPass];  // [row] d | dmin << 16
         for (size_t i = 0; i < kRowsPerPass; ++i) std::memcpy(bits + i, &row[i][s].d, sizeof(bits[i]));
         const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bits));
@@ -518,7 +735,10 @@ KVEDGE_ATTR_KQ HWY_NOINLINE void AvxChunkRows(const Block* w, size_t nsb_row, si
         acc = _mm_fmadd_ps(_mm_mul_ps(_mm256_castps256_ps128(scales), dx), _mm_cvtepi32_ps(sums), acc);
         acc = _mm_fnmadd_ps(_mm_mul_ps(_mm256_extractf128_ps(scales, 1), dx), _mm_cvtepi32_ps(mins), acc);
       } else {
-        sums = _mm_sub_epi32(sums, _mm_slli_epi32(mins, 5));
+        if constexpr (kOffsetShift<Block> >= 0) {
+          const __m128i mins = Sum8x4(raw[0].m, raw[1].m, raw[2].m, raw[3].m);
+          sums = _mm_sub_epi32(sums, _mm_slli_epi32(mins, kOffsetShift<Block>));
+        }
         uint16_t d[kRowsPerPass];
         for (size_t i = 0; i < kRowsPerPass; ++i) d[i] = row[i][s].d;
         uint64_t packed;
@@ -558,7 +778,7 @@ template <class Block>
 HWY_NOINLINE void KQuantChunkRows(const Block* w, size_t nsb_row, size_t cb, size_t nsb, const ActChunk* xc, size_t nv,
                                   float* y, size_t y_stride, size_t row_begin, size_t row_end) {
   HWY_ALIGN int16_t tile[kSuperBlock];  // [256] scale·code
-  int32_t mins[8];                      // [sub-block of 32] mins
+  int32_t mins[16];                     // [group of 16] mins
   for (size_t r = row_begin; r < row_end; ++r) {
     const Block* row = w + r * nsb_row + cb;
     float acc[kVecTile];
@@ -577,7 +797,7 @@ HWY_NOINLINE void KQuantChunkRows(const Block* w, size_t nsb_row, size_t cb, siz
         acc[v] = std::fma(dw * dx, static_cast<float>(sum), acc[v]);
         if constexpr (KQuant<Block>::kHasMins) {
           int32_t msum = 0;
-          for (int j = 0; j < 8; ++j) msum += mins[j] * xc[v].bsum32[s][j];
+          for (int g = 0; g < 16; ++g) msum += mins[g] * xc[v].bsum16[s][g];
           acc[v] = std::fma(-(dmin * dx), static_cast<float>(msum), acc[v]);
         }
       }
@@ -611,9 +831,12 @@ void KQuantRowsOf(const MatrixView& m, const float* x, size_t n, float* y, size_
 
 void KQuantRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
   switch (m.type) {
+    case WeightType::kQ2_K: return KQuantRowsOf<BlockQ2_K>(m, x, n, y, row_begin, row_end);
+    case WeightType::kQ3_K: return KQuantRowsOf<BlockQ3_K>(m, x, n, y, row_begin, row_end);
     case WeightType::kQ4_K: return KQuantRowsOf<BlockQ4_K>(m, x, n, y, row_begin, row_end);
     case WeightType::kQ5_K: return KQuantRowsOf<BlockQ5_K>(m, x, n, y, row_begin, row_end);
     case WeightType::kQ6_K: return KQuantRowsOf<BlockQ6_K>(m, x, n, y, row_begin, row_end);
+    case WeightType::kIQ4_XS: return KQuantRowsOf<BlockIQ4_XS>(m, x, n, y, row_begin, row_end);
     default: HWY_ABORT("%s is not a Q8_K-activation type", WeightTypeName(m.type));
   }
 }

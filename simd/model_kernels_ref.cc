@@ -215,11 +215,51 @@ KSums Q6Sums(const BlockQ6_K& b, const BlockQ8_K& a) {
   return out;
 }
 
+// Weight i = 128h + 32j + l of Q2_K/Q3_K: bits 2j of qs[32h + l] (and, Q3_K,
+// bit 4h + j of hmask[l]); scale i / 16.
+int Q23Low(const uint8_t* qs, int i) { return (qs[32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3; }
+
+KSums Q2Sums(const BlockQ2_K& b, const BlockQ8_K& a) {
+  KSums out;
+  out.dw = F32FromF16(b.d);
+  out.dmin = F32FromF16(b.dmin);
+  for (int i = 0; i < kSuperBlock; ++i) out.s += static_cast<int64_t>(b.scales[i / 16] & 15) * Q23Low(b.qs, i) * a.qs[i];
+  for (int g = 0; g < 16; ++g) out.m += static_cast<int64_t>(b.scales[g] >> 4) * a.bsums[g];
+  return out;
+}
+
+KSums Q3Sums(const BlockQ3_K& b, const BlockQ8_K& a) {
+  KSums out;
+  out.dw = F32FromF16(b.d);
+  int8_t sc[16];  // stored + 32
+  UnpackQ3KScales(b.scales, sc);
+  for (int i = 0; i < kSuperBlock; ++i) {
+    const int high = (b.hmask[i % 32] >> (4 * (i / 128) + (i % 128) / 32)) & 1;
+    const int q = Q23Low(b.qs, i) - (high != 0 ? 0 : 4);
+    out.s += static_cast<int64_t>(sc[i / 16] - 32) * q * a.qs[i];
+  }
+  return out;
+}
+
+KSums IQ4XSSums(const BlockIQ4_XS& b, const BlockQ8_K& a) {
+  KSums out;
+  out.dw = F32FromF16(b.d);
+  for (int ib = 0; ib < kSuperBlock / 32; ++ib) {
+    const int ls = ((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b.scales_h >> 2 * ib) & 3) << 4);
+    for (int j = 0; j < 16; ++j) {
+      const uint8_t q = b.qs[16 * ib + j];
+      out.s += static_cast<int64_t>(ls - 32) * (kIq4nlValues[q & 15] * a.qs[32 * ib + j] +
+                                                 kIq4nlValues[q >> 4] * a.qs[32 * ib + 16 + j]);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 void MatVecRowsQ8K(const MatrixView& w, const float* x, float* y, size_t row_begin, size_t row_end) {
   if (GetWeightFormat(w.type).kernel != WeightKernel::kInt8K || w.layout != WeightLayout::kRows) {
-    std::fprintf(stderr, "%s:%d: Q8_K reference needs a Q4_K, Q5_K or Q6_K matrix in rows\n", __FILE__, __LINE__);
+    std::fprintf(stderr, "%s:%d: Q8_K reference needs a Q2_K … Q6_K or IQ4_XS matrix in rows\n", __FILE__, __LINE__);
     std::abort();
   }
   const size_t nsb = w.cols / kSuperBlock;
@@ -232,6 +272,9 @@ void MatVecRowsQ8K(const MatrixView& w, const float* x, float* y, size_t row_beg
     for (size_t s = 0; s < nsb; ++s) {
       KSums k;
       switch (w.type) {
+        case WeightType::kQ2_K: k = Q2Sums(reinterpret_cast<const BlockQ2_K*>(row)[s], a[s]); break;
+        case WeightType::kQ3_K: k = Q3Sums(reinterpret_cast<const BlockQ3_K*>(row)[s], a[s]); break;
+        case WeightType::kIQ4_XS: k = IQ4XSSums(reinterpret_cast<const BlockIQ4_XS*>(row)[s], a[s]); break;
         case WeightType::kQ4_K: k = Q45Sums(reinterpret_cast<const BlockQ4_K*>(row)[s], nullptr, a[s]); break;
         case WeightType::kQ5_K: {
           const auto& b = reinterpret_cast<const BlockQ5_K*>(row)[s];
@@ -241,7 +284,8 @@ void MatVecRowsQ8K(const MatrixView& w, const float* x, float* y, size_t row_beg
         default: k = Q6Sums(reinterpret_cast<const BlockQ6_K*>(row)[s], a[s]); break;
       }
       acc = std::fma(k.dw * a[s].d, static_cast<float>(static_cast<int32_t>(k.s)), acc);
-      if (w.type != WeightType::kQ6_K) acc = std::fma(-(k.dmin * a[s].d), static_cast<float>(static_cast<int32_t>(k.m)), acc);
+      const bool mins = w.type == WeightType::kQ2_K || w.type == WeightType::kQ4_K || w.type == WeightType::kQ5_K;
+      if (mins) acc = std::fma(-(k.dmin * a[s].d), static_cast<float>(static_cast<int32_t>(k.m)), acc);
     }
     y[r] = acc;
   }

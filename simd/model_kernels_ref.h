@@ -38,13 +38,16 @@ int QuantCode(const MatrixView& w, size_t r, size_t c, float* d, float* m);
 void MatVecRowsQuantizedActivations(const MatrixView& w, const float* x, float* y, size_t row_begin,
                                     size_t row_end);
 
-// llama.cpp's K-quant dot product (ggml_vec_dot_q{4,5,6}_K_q8_K), the model
-// of the fast Q4_K/Q5_K/Q6_K path (matvec_kquant.h): x quantized to Q8_K
-// (QuantizeRowQ8_K), then per super-block, from the block definitions,
-// S = Σ_i sc(i)·q_w(i)·q_x(i) (Q6_K: q_w − 32) and M = Σ_j min_j·(Σ q_x over
-// sub-block j) exact in integers, folded in super-block order as
-//   acc = fma(dw·dx, S, acc); acc = fma(−(dmin·dx), M, acc)  (Q6_K: no M).
-// w: a Q4_K, Q5_K or Q6_K matrix in kRows layout.
+// llama.cpp's K-quant dot product (ggml_vec_dot_{q2,q3,q4,q5,q6,iq4_xs}_K…
+// _q8_K), the model of the fast kInt8K path (matvec_kquant.h): x quantized
+// to Q8_K (QuantizeRowQ8_K), then per super-block, from the block
+// definitions, S = Σ_i sc(i)·q_w(i)·q_x(i) (Q3_K: sc − 32 and the signed
+// code low − 4·!high; Q6_K: q_w − 32; IQ4_XS: (ls − 32)·level) and, for the
+// types with mins (Q2_K per 16, Q4_K/Q5_K per 32 weights),
+// M = Σ_j min_j·(Σ q_x over sub-block j), exact in integers, folded in
+// super-block order as
+//   acc = fma(dw·dx, S, acc); acc = fma(−(dmin·dx), M, acc)  (no M: one fma).
+// w: a Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS matrix in kRows layout.
 void MatVecRowsQ8K(const MatrixView& w, const float* x, float* y, size_t row_begin, size_t row_end);
 
 void RmsNorm(const float* x, const float* weight, size_t n, float eps, float* out);

@@ -108,9 +108,10 @@ inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22,
 // Which kernel family computes products with a type (model_kernels.h):
 //   kFloat: f32/f16/bf16 weights widened to f32;
 //   kInt8: the legacy blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL)
-//     with int8 activations and exact integer block dots (model_kernels.cc);
+//     with int8 activations and exact integer block dots (matvec_legacy.cc);
 //     Q8_0/Q4_0 also interleave (IsInterleavable, model_kernels.h);
-//   kInt8K: Q4_K/Q5_K/Q6_K with Q8_K int8 activations (matvec_kquant.h);
+//   kInt8K: Q2_K … Q6_K and IQ4_XS with Q8_K int8 activations
+//     (matvec_kquant.h);
 //   kBlockTile: every other block type, each block decoded to f32 in a small
 //     stack tile (DequantizeRow) and multiplied with f32 activations.
 enum class WeightKernel : uint8_t { kFloat, kInt8, kBlockTile, kInt8K };

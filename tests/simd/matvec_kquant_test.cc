@@ -1,4 +1,4 @@
-// The Q8_K-activation K-quant kernels (matvec_kquant.cc) against llama.cpp's
+// The Q8_K-activation kernels (matvec_kquant.cc: Q2_K … Q6_K, IQ4_XS) against llama.cpp's
 // integer dot product (ref::MatVecRowsQ8K, bit for bit) and against the f32
 // product within the activation-rounding bound, once per compiled Highway
 // target (the fixture restricts dispatch to that target). Matrices are
@@ -33,7 +33,8 @@ namespace kvedge {
 namespace {
 
 constexpr double kUnitRoundoff = 0x1.0p-24;
-constexpr WeightType kTypes[] = {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K};
+constexpr WeightType kTypes[] = {WeightType::kQ2_K, WeightType::kQ3_K, WeightType::kQ4_K,
+                                  WeightType::kQ5_K, WeightType::kQ6_K, WeightType::kIQ4_XS};
 
 
 // N(0, 1) activations, with a zero super-block and an outlier when long
@@ -146,6 +147,41 @@ void TestKQuantActivationTies() {
   }
 }
 
+// Extreme blocks: every code byte 0x00, 0xFF or 0xAA/0x55 (largest codes,
+// scales, mins and IQ4 levels ±127 at once) against activations that all
+// quantize to ±127 (one sign, or alternating, or opposite to the levels'
+// signs): the largest pair sums and super-block sums the fast paths must
+// hold without saturation; bit for bit against the reference.
+void TestKQuantExtremeBlocks() {
+  std::mt19937 rng(59);
+  for (WeightType t : kTypes) {
+    const size_t cols = 2 * kSuperBlock, rows = 7;
+    for (uint8_t fill : {uint8_t{0x00}, uint8_t{0xFF}, uint8_t{0xAA}, uint8_t{0x55}}) {
+      TestMatrix m = RandomMatrix(t, rows, cols, rng);
+      const size_t block_bytes = GetWeightFormat(t).block_bytes;
+      for (size_t off = 0; off < m.bytes.size(); off += block_bytes) {
+        std::vector<uint8_t> halves(block_bytes);  // keep the f16 fields finite
+        std::memcpy(halves.data(), m.bytes.data() + off, block_bytes);
+        std::fill(m.bytes.begin() + off, m.bytes.begin() + off + block_bytes, fill);
+        for (size_t field : HalfFields(t)) std::memcpy(&m.bytes[off + field], &halves[field], 2);
+      }
+      for (int pattern = 0; pattern < 3; ++pattern) {
+        std::vector<float> x(cols);
+        for (size_t i = 0; i < cols; ++i) {
+          const float sign = pattern == 0 ? 1.0f : pattern == 1 ? (i % 2 == 0 ? 1.0f : -1.0f) : (i % 32 < 16 ? -1.0f : 1.0f);
+          x[i] = 3.0f * sign;
+        }
+        std::vector<float> y(rows), want(rows);
+        MatVec(m.view, x.data(), y.data(), nullptr);
+        ref::MatVecRowsQ8K(m.view, x.data(), want.data(), 0, rows);
+        for (size_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(y[r], want[r]) << WeightTypeName(t) << " fill=" << int{fill} << " pattern=" << pattern << " r=" << r;
+        }
+      }
+    }
+  }
+}
+
 // Against the exact product of the f32 weights: the error is the activation
 // rounding, |Σ w·(x − dx·q)| ≤ Σ_c |w_c|·|dx|/2 per super-block, plus the
 // f32 roundings of the dequantized weights (≤ 3u·(|w| + |dmin·m|), m ≤ 63)
@@ -168,7 +204,7 @@ void TestKQuantWithinActivationRounding() {
         double bound = 0;
         for (size_t s = 0; s < nsb; ++s) {
           double dmin = 0;
-          if (t != WeightType::kQ6_K) {
+          if (HalfFields(t).size() > 1) {  // a dmin field
             uint16_t h;
             std::memcpy(&h, m.bytes.data() + (r * nsb + s) * block_bytes + HalfFields(t)[1], 2);
             dmin = std::fabs(F32FromF16(h));
@@ -257,6 +293,7 @@ namespace kvedge {
 HWY_BEFORE_TEST(KQuantKernelsTest);
 HWY_EXPORT_AND_TEST_P(KQuantKernelsTest, TestKQuantEqualsQ8KReference);
 HWY_EXPORT_AND_TEST_P(KQuantKernelsTest, TestKQuantActivationTies);
+HWY_EXPORT_AND_TEST_P(KQuantKernelsTest, TestKQuantExtremeBlocks);
 HWY_EXPORT_AND_TEST_P(KQuantKernelsTest, TestKQuantWithinActivationRounding);
 HWY_EXPORT_AND_TEST_P(KQuantKernelsTest, TestKQuantRowRangesAndExtremeBlocks);
 HWY_EXPORT_AND_TEST_P(KQuantKernelsTest, TestKQuantMatMulAndThreads);
