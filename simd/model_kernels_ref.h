@@ -19,7 +19,7 @@ void DequantizeRow(const MatrixView& w, size_t r, float* out);
 // y[r] = Σ_c W[r][c]·x[c] in double, rounded once to f32.
 void MatVecRows(const MatrixView& w, const float* x, float* y, size_t row_begin, size_t row_end);
 
-// The int8-activation model of the fast Q8_0/Q4_0 path (see model_kernels.cc):
+// The int8-activation model of the fast Q8_0/Q4_0 path (see matvec_legacy.cc):
 // per block b of 32 activations, dx[b] = amax/127 (f32, not f16), id = 1/dx[b]
 // (0 if dx[b] = 0), q[j] = nearest-even(x[j]·id) ∈ [−127, 127].
 // x: f32 [cols]; q: [cols]; dx: [cols/32]; cols a multiple of 32.

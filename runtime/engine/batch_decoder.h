@@ -9,7 +9,7 @@
 // The forward pass is Session's (Forward in session.h); only its caches
 // differ (RowCaches per row instead of one). Every weight kernel computes a
 // (weight row, input row) pair with the same op sequence whatever the batch
-// (simd/model_kernels.cc), and attention is per cache, so a session stepped
+// (simd/model_kernels.h), and attention is per cache, so a session stepped
 // in a batch gets the logits it would get fed alone, bit for bit.
 #ifndef KVEDGE_RUNTIME_ENGINE_BATCH_DECODER_H_
 #define KVEDGE_RUNTIME_ENGINE_BATCH_DECODER_H_

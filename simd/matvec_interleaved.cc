@@ -1,0 +1,471 @@
+// Products with Q8_0/Q4_0 weights in the interleaved layout
+// (WeightLayout::kInterleaved16, model_kernels.h), compiled once per Highway
+// target, on int8 activations as matvec_legacy.cc.
+#include "platform/hwy_target_policy.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "simd/matvec_interleaved.h"
+#include "simd/model_kernels.h"
+#include "simd/x86_vnni.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "simd/matvec_interleaved.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+// Per-target helpers.
+#include "simd/legacy_int-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kvedge {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// One row per int32 lane: for each block, the codes of 16 rows are a few
+// contiguous 64-byte vectors and their 16 scales one 32-byte load, so each
+// lane accumulates its row's exact integer block dot, then one convert and
+// one FMA with dw·dx — no permutes, no horizontal sums. A matrix is one
+// sequential stream, which the hardware prefetcher follows: software
+// prefetch (2–16 KiB ahead, T0/T1/NTA) measured 10–25% slower from DRAM.
+// Every (row, vector) pair runs the same op sequence (blocks in order, one
+// f32 FMA each) in MatVec, in every MatMul tile and on every thread count.
+
+template <class Block>
+struct LaneFormat;
+template <>
+struct LaneFormat<BlockQ4_0> {
+  static constexpr WeightType kType = WeightType::kQ4_0;
+  static constexpr int32_t kOffset = 8;      // stored code = w + 8
+};
+template <>
+struct LaneFormat<BlockQ8_0> {
+  static constexpr WeightType kType = WeightType::kQ8_0;
+  static constexpr int32_t kOffset = 128;    // stored code = w + 128
+};
+
+// One input vector's activations over one column chunk for the interleaved
+// kernels: codes in column order (4 consecutive codes are broadcast against
+// 4 code bytes of each row) and per block −offset·Σ codes, so that unsigned
+// stored codes give exact signed dots.
+struct LaneChunk {
+  HWY_ALIGN int8_t q[kChunkCols];        // [chunk cols] int8 codes
+  HWY_ALIGN int32_t corr[kChunkBlocks];  // [chunk blocks] −offset·Σ_j q
+  HWY_ALIGN float dx[kChunkBlocks];      // [chunk blocks] scales
+};
+
+template <class Block>
+HWY_NOINLINE void PrepareLaneChunk(const float* x, size_t nb, LaneChunk* c) {
+  HWY_ALIGN int16_t q16[kChunkCols];  // [chunk cols] codes in column order
+  QuantizeActivations(x, nb, q16, c->dx);
+  for (size_t b = 0; b < nb; ++b) {
+    int32_t sum = 0;
+    for (size_t j = 0; j < static_cast<size_t>(kQuantBlock); ++j) {
+      const int16_t v = q16[b * kQuantBlock + j];
+      c->q[b * kQuantBlock + j] = static_cast<int8_t>(v);
+      sum += v;
+    }
+    c->corr[b] = -LaneFormat<Block>::kOffset * sum;
+  }
+}
+
+// Column offset (inside a block) of the 4 codes that stored code vector i
+// of a block holds: Q4_0 vector 2j = low nibbles of bytes 4j…4j+3 (weights
+// 4j…), 2j+1 = their high nibbles (weights 16+4j…); Q8_0 vector j: 4j….
+template <class Block>
+HWY_INLINE constexpr size_t LaneCodeColumn(size_t i) {
+  if constexpr (LaneFormat<Block>::kType == WeightType::kQ4_0) return (i & 1) * 16 + 4 * (i >> 1);
+  return 4 * i;
+}
+
+#if HWY_TARGET == HWY_AVX3_DL
+// acc += vpdpbusd(w, the 4 int8 codes at q broadcast to every lane), with the
+// broadcast in the instruction's memory operand ({1to16}): GCC 12 emits a
+// separate vpbroadcastd per dot instead (prefill MatMul 8-vector tile: see
+// docs/model-kernels.md). The asm reads the 4 bytes at q.
+KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i DpbusdBroadcast(__m512i acc, __m512i w, const int8_t* q) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(q)));
+  return acc;
+}
+
+// The block's code vectors as unsigned bytes, one row per int32 lane:
+// Q4_0 4 loads split into 8 nibble vectors (AND; one GF(2) affine op moves
+// each high nibble down), Q8_0 8 loads as they are.
+template <class Block>
+KVEDGE_ATTR_VNNI512 HWY_INLINE void LoadLaneCodes(const uint8_t* codes, __m512i* out) {
+  if constexpr (LaneFormat<Block>::kType == WeightType::kQ4_0) {
+    constexpr long long kHighNibble = 0x1020408000000000ll;  // bit i ← bit i + 4
+    for (size_t j = 0; j < 4; ++j) {
+      const __m512i v = _mm512_load_si512(codes + 64 * j);
+      out[2 * j] = _mm512_and_si512(v, _mm512_set1_epi8(15));
+      out[2 * j + 1] = _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(kHighNibble), 0);
+    }
+  } else {
+    for (size_t j = 0; j < 8; ++j) out[j] = _mm512_load_si512(codes + 64 * j);
+  }
+}
+
+// y[v·y_stride + row0 + r] (r < valid_rows) for V vectors over chunk
+// blocks [0, nb): group points at the group's bytes, cb is the chunk's first
+// block; the sums continue from y when cb > 0 (same order as one pass).
+template <class Block, size_t V>
+KVEDGE_ATTR_VNNI512 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t cb, size_t nb, const LaneChunk* const* xc,
+                                               float* y, size_t y_stride, size_t row0, size_t valid_rows) {
+  constexpr size_t kVecs = kQuantBlock / 4;  // code vectors per block: 4 weights per lane each
+  const __mmask16 mask = static_cast<__mmask16>((1u << valid_rows) - 1);
+  __m512 sum[V];
+  for (size_t v = 0; v < V; ++v) {
+    sum[v] = cb == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, y + v * y_stride + row0);
+  }
+  constexpr WeightType kType = LaneFormat<Block>::kType;
+  for (size_t b = 0; b < nb; ++b) {
+    const uint8_t* codes = group + InterleavedCodeOffset(kType, cb + b);
+    const uint16_t* scales = reinterpret_cast<const uint16_t*>(group + InterleavedScaleOffset(kType, cb + b));
+    __m512i w[kVecs];
+    if constexpr (V > 1) {
+      // Batched decode spends V× longer per block than MatVec, and then waits
+      // on DRAM without a prefetch 4 KiB ahead of the group's stream (the
+      // block's 288 bytes: 5 lines): 4.0 → 2.6 ms CPU per 32000x2048 matrix
+      // at 8 vectors (MatMul/q4_0.il16/32000x2048/dram/batch:8). MatVec is
+      // bandwidth-bound and measured slower with it.
+      const char* ahead = reinterpret_cast<const char*>(codes) + 4096;
+      for (int l = 0; l < 5; ++l) _mm_prefetch(ahead + 64 * l, _MM_HINT_T0);
+    }
+    LoadLaneCodes<Block>(codes, w);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales)));
+    for (size_t v = 0; v < V; ++v) {
+      const int8_t* q = xc[v]->q + b * kQuantBlock;
+      __m512i acc = _mm512_set1_epi32(xc[v]->corr[b]);
+      for (size_t i = 0; i < kVecs; ++i) {
+        acc = DpbusdBroadcast(acc, w[i], q + LaneCodeColumn<Block>(i));
+      }
+      const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xc[v]->dx[b]));
+      sum[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), s, sum[v]);
+    }
+  }
+  for (size_t v = 0; v < V; ++v) _mm512_mask_storeu_ps(y + v * y_stride + row0, mask, sum[v]);
+}
+constexpr bool kInterleavedPreferred = true;
+constexpr size_t kLaneTileVecs = 8;
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+// AVX2 and AVX-512 without VNNI (Haswell … Alder Lake, Zen 2/3, Skylake-SP):
+// the same one-row-per-int32-lane scheme with vpmaddubsw (u8 × s8 pairs →
+// int16) and vpmaddwd against ones (→ int32), through raw intrinsics (no
+// such op in Highway 1.0.3). 8 rows per 256-bit vector (two halves of a
+// group), 16 per 512-bit vector.
+//  Q4_0: codes 0…15 × activation codes: a pair sum is ≤ 2·15·127, so the 8
+//    vpmaddubsw of a block add up in int16 (≤ 30480) before one vpmaddwd.
+//  Q8_0: stored codes − 128 (xor) are signed: |w| × (x with w's sign) keeps
+//    every pair ≤ 2·128·127 in int16, each widened by its own vpmaddwd.
+// Then the offset sum, one convert and one FMA per block, in block order.
+constexpr bool kInterleavedPreferred = true;
+#if HWY_TARGET == HWY_AVX2
+using LaneI = __m256i;
+using LaneF = __m256;
+constexpr size_t kLaneRows = 8;
+constexpr size_t kLaneTileVecs = 4;  // 16 ymm: 8 codes + 4 sums + temps
+HWY_INLINE LaneI LaneLoad(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+HWY_INLINE LaneI LaneSet8(int v) { return _mm256_set1_epi8(static_cast<char>(v)); }
+HWY_INLINE LaneI LaneSet16(int v) { return _mm256_set1_epi16(static_cast<int16_t>(v)); }
+HWY_INLINE LaneI LaneSet32(int32_t v) { return _mm256_set1_epi32(v); }
+HWY_INLINE LaneI LaneAnd(LaneI a, LaneI b) { return _mm256_and_si256(a, b); }
+HWY_INLINE LaneI LaneXor(LaneI a, LaneI b) { return _mm256_xor_si256(a, b); }
+HWY_INLINE LaneI LaneShr4(LaneI a) { return _mm256_srli_epi16(a, 4); }
+HWY_INLINE LaneI LaneMulPairs(LaneI u8, LaneI s8) { return _mm256_maddubs_epi16(u8, s8); }
+HWY_INLINE LaneI LaneAdd16(LaneI a, LaneI b) { return _mm256_add_epi16(a, b); }
+HWY_INLINE LaneI LaneAdd32(LaneI a, LaneI b) { return _mm256_add_epi32(a, b); }
+HWY_INLINE LaneI LaneWiden(LaneI a) { return _mm256_madd_epi16(a, LaneSet16(1)); }
+// (|w|, x·sign(w)) for signed bytes w.
+HWY_INLINE void LaneSignSplit(LaneI w, LaneI x, LaneI* abs_w, LaneI* signed_x) {
+  *abs_w = _mm256_abs_epi8(w);
+  *signed_x = _mm256_sign_epi8(x, w);
+}
+HWY_INLINE LaneF LaneScales(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+}
+HWY_INLINE LaneF LaneSetF(float v) { return _mm256_set1_ps(v); }
+HWY_INLINE LaneF LaneMulF(LaneF a, LaneF b) { return _mm256_mul_ps(a, b); }
+HWY_INLINE LaneF LaneFma(LaneI isum, LaneF s, LaneF acc) { return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), s, acc); }
+HWY_INLINE LaneF LaneLoadF(const float* p, size_t n) {
+  HWY_ALIGN float tmp[kLaneRows] = {};
+  std::copy(p, p + n, tmp);
+  return _mm256_load_ps(tmp);
+}
+HWY_INLINE void LaneStoreF(LaneF v, float* p, size_t n) {
+  HWY_ALIGN float tmp[kLaneRows];
+  _mm256_store_ps(tmp, v);
+  std::copy(tmp, tmp + n, p);
+}
+#else
+using LaneI = __m512i;
+using LaneF = __m512;
+constexpr size_t kLaneRows = 16;
+constexpr size_t kLaneTileVecs = 8;
+HWY_INLINE LaneI LaneLoad(const uint8_t* p) { return _mm512_load_si512(p); }
+HWY_INLINE LaneI LaneSet8(int v) { return _mm512_set1_epi8(static_cast<char>(v)); }
+HWY_INLINE LaneI LaneSet16(int v) { return _mm512_set1_epi16(static_cast<int16_t>(v)); }
+HWY_INLINE LaneI LaneSet32(int32_t v) { return _mm512_set1_epi32(v); }
+HWY_INLINE LaneI LaneAnd(LaneI a, LaneI b) { return _mm512_and_si512(a, b); }
+HWY_INLINE LaneI LaneXor(LaneI a, LaneI b) { return _mm512_xor_si512(a, b); }
+HWY_INLINE LaneI LaneShr4(LaneI a) { return _mm512_srli_epi16(a, 4); }
+HWY_INLINE LaneI LaneMulPairs(LaneI u8, LaneI s8) { return _mm512_maddubs_epi16(u8, s8); }
+HWY_INLINE LaneI LaneAdd16(LaneI a, LaneI b) { return _mm512_add_epi16(a, b); }
+HWY_INLINE LaneI LaneAdd32(LaneI a, LaneI b) { return _mm512_add_epi32(a, b); }
+HWY_INLINE LaneI LaneWiden(LaneI a) { return _mm512_madd_epi16(a, LaneSet16(1)); }
+// (|w|, x·sign(w)) for signed bytes w (AVX-512 has no vpsignb: negate x
+// under w's sign mask; w = 0 contributes 0 through |w| either way).
+HWY_INLINE void LaneSignSplit(LaneI w, LaneI x, LaneI* abs_w, LaneI* signed_x) {
+  *abs_w = _mm512_abs_epi8(w);
+  *signed_x = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+}
+HWY_INLINE LaneF LaneScales(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+}
+HWY_INLINE LaneF LaneSetF(float v) { return _mm512_set1_ps(v); }
+HWY_INLINE LaneF LaneMulF(LaneF a, LaneF b) { return _mm512_mul_ps(a, b); }
+HWY_INLINE LaneF LaneFma(LaneI isum, LaneF s, LaneF acc) { return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), s, acc); }
+HWY_INLINE LaneF LaneLoadF(const float* p, size_t n) {
+  return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+}
+HWY_INLINE void LaneStoreF(LaneF v, float* p, size_t n) {
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v);
+}
+#endif
+
+// The block's 8 code vectors for rows [8h, 8h + kLaneRows) of a group as
+// unsigned (Q4_0) or signed (Q8_0) bytes; vector i pairs with the 4
+// activation codes at LaneCodeColumn(i).
+template <class Block>
+HWY_INLINE void LoadLaneCodes(const uint8_t* codes, size_t h, LaneI* out) {
+  if constexpr (LaneFormat<Block>::kType == WeightType::kQ4_0) {
+    for (size_t j = 0; j < 4; ++j) {
+      const LaneI v = LaneLoad(codes + 64 * j + 4 * kLaneRows * h);
+      out[2 * j] = LaneAnd(v, LaneSet8(15));
+      out[2 * j + 1] = LaneAnd(LaneShr4(v), LaneSet8(15));
+    }
+  } else {
+    for (size_t j = 0; j < 8; ++j) out[j] = LaneXor(LaneLoad(codes + 64 * j + 4 * kLaneRows * h), LaneSet8(0x80));
+  }
+}
+
+// Σ of the block's exact products for one input vector, per row lane.
+template <class Block>
+HWY_INLINE LaneI LaneBlockDot(const LaneI* w, const int8_t* q) {
+  if constexpr (LaneFormat<Block>::kType == WeightType::kQ4_0) {
+    LaneI pairs = LaneMulPairs(w[0], LaneSet32(LoadU32(q + LaneCodeColumn<Block>(0))));
+    for (size_t i = 1; i < 8; ++i) {
+      pairs = LaneAdd16(pairs, LaneMulPairs(w[i], LaneSet32(LoadU32(q + LaneCodeColumn<Block>(i)))));
+    }
+    return LaneWiden(pairs);
+  } else {
+    LaneI sum = LaneSet32(0);
+    for (size_t i = 0; i < 8; ++i) {
+      LaneI abs_w, signed_x;
+      LaneSignSplit(w[i], LaneSet32(LoadU32(q + LaneCodeColumn<Block>(i))), &abs_w, &signed_x);
+      sum = LaneAdd32(sum, LaneWiden(LaneMulPairs(abs_w, signed_x)));
+    }
+    return sum;
+  }
+}
+
+// As the VNNI LaneTile: y[v·y_stride + row0 + r], r < valid_rows, over chunk
+// blocks [0, nb), continuing from y when cb > 0. Q4_0 codes count from 0
+// (offset −8·Σx per block); Q8_0 codes are already signed (no offset).
+// AVX2 holds a group in two halves: MatVec (V = 1) takes both per block, so
+// the group streams once (half by half it ran at ~half the DRAM speed);
+// MatMul tiles take one half per pass, so V sums and 8 codes fit 16 ymm.
+template <class Block, size_t V>
+HWY_NOINLINE void LaneTile(const uint8_t* group, size_t cb, size_t nb, const LaneChunk* const* xc, float* y,
+                           size_t y_stride, size_t row0, size_t valid_rows) {
+  constexpr WeightType kType = LaneFormat<Block>::kType;
+  constexpr size_t kHalves = kInterleaveRows / kLaneRows;
+  constexpr size_t kPerPass = V == 1 ? kHalves : 1;  // halves per pass
+  for (size_t h0 = 0; h0 * kLaneRows < valid_rows; h0 += kPerPass) {
+    size_t rows[kPerPass];  // valid rows of each half in this pass (0: none)
+    LaneF sum[kPerPass][V];
+    for (size_t i = 0; i < kPerPass; ++i) {
+      const size_t first = (h0 + i) * kLaneRows;
+      rows[i] = first < valid_rows ? std::min(kLaneRows, valid_rows - first) : 0;
+      for (size_t v = 0; v < V; ++v) {
+        sum[i][v] = cb == 0 || rows[i] == 0 ? LaneSetF(0.0f) : LaneLoadF(y + v * y_stride + row0 + first, rows[i]);
+      }
+    }
+    for (size_t b = 0; b < nb; ++b) {
+      const uint8_t* codes = group + InterleavedCodeOffset(kType, cb + b);
+      const uint8_t* scales = group + InterleavedScaleOffset(kType, cb + b);
+      for (size_t i = 0; i < kPerPass; ++i) {
+        LaneI w[8];
+        LoadLaneCodes<Block>(codes, h0 + i, w);
+        const LaneF dw = LaneScales(scales + 2 * kLaneRows * (h0 + i));
+        for (size_t v = 0; v < V; ++v) {
+          LaneI isum = LaneBlockDot<Block>(w, xc[v]->q + b * kQuantBlock);
+          if constexpr (kType == WeightType::kQ4_0) isum = LaneAdd32(isum, LaneSet32(xc[v]->corr[b]));
+          sum[i][v] = LaneFma(isum, LaneMulF(dw, LaneSetF(xc[v]->dx[b])), sum[i][v]);
+        }
+      }
+    }
+    for (size_t i = 0; i < kPerPass; ++i) {
+      if (rows[i] == 0) continue;
+      for (size_t v = 0; v < V; ++v) LaneStoreF(sum[i][v], y + v * y_stride + row0 + (h0 + i) * kLaneRows, rows[i]);
+    }
+  }
+}
+#else
+// Portable form: int16 multiply-adds per sub-vector of rows (the int16 path's
+// arithmetic); exact integer dots, the same f32 sequence per (row, vector).
+constexpr bool kInterleavedPreferred = false;
+constexpr size_t kLaneTileVecs = 8;
+
+// isum[r] = corr + Σ_i Σ_{t<4} code(r, i, t)·q[col(i) + t] for the n32 rows
+// at sub (exact int32), codes: the block's code bytes.
+#if HWY_TARGET == HWY_SCALAR
+template <class Block>
+HWY_INLINE void LaneBlockDots(const uint8_t* codes, size_t sub, const int8_t* q, int32_t corr, int32_t* isum) {
+  constexpr size_t kVecs = kQuantBlock / 4;  // 4 weights per lane each
+  int32_t s = corr;
+  for (size_t i = 0; i < kVecs; ++i) {
+    const size_t vec = LaneFormat<Block>::kType == WeightType::kQ4_0 ? i >> 1 : i;
+    const size_t col = LaneCodeColumn<Block>(i);
+    for (size_t t = 0; t < 4; ++t) {
+      uint8_t c = codes[64 * vec + 4 * sub + t];
+      if constexpr (LaneFormat<Block>::kType == WeightType::kQ4_0) c = (i & 1) ? c >> 4 : c & 15;
+      s += static_cast<int32_t>(c) * q[col + t];
+    }
+  }
+  *isum = s;
+}
+#else
+template <class Block>
+HWY_INLINE void LaneBlockDots(const uint8_t* codes, size_t sub, const int8_t* q, int32_t corr, int32_t* isum) {
+  constexpr size_t kVecs = kQuantBlock / 4;  // 4 weights per lane each
+  const hn::CappedTag<int32_t, kInterleaveRows> di32;
+  const hn::Repartition<int16_t, decltype(di32)> di16;
+  const hn::Repartition<uint16_t, decltype(di32)> du16;
+  const hn::Repartition<uint8_t, decltype(di32)> du8;
+  // RearrangeToOddPlusEven pairs lanes on some targets (NEON), so the offset
+  // sum is added after it, not preloaded.
+  auto s0 = hn::Zero(di32), s1 = hn::Zero(di32);
+  for (size_t i = 0; i < kVecs; ++i) {
+    const size_t vec = LaneFormat<Block>::kType == WeightType::kQ4_0 ? i >> 1 : i;
+    auto bytes = hn::LoadU(du8, codes + 64 * vec + 4 * sub);
+    if constexpr (LaneFormat<Block>::kType == WeightType::kQ4_0) {
+      bytes = (i & 1) ? hn::ShiftRight<4>(bytes) : hn::And(bytes, hn::Set(du8, 15));
+    }
+    // Bytes (b0, b1, b2, b3) of a lane as int16 pairs (b0, b2) and (b1, b3),
+    // against codes (q0, q2) and (q1, q3).
+    const auto words = hn::BitCast(du16, bytes);
+    const auto even = hn::BitCast(di16, hn::And(words, hn::Set(du16, 0xFF)));
+    const auto odd = hn::BitCast(di16, hn::ShiftRight<8>(words));
+    const int8_t* qc = q + LaneCodeColumn<Block>(i);
+    const auto q02 = hn::BitCast(di16, hn::Set(di32, static_cast<int32_t>(static_cast<uint16_t>(qc[0]) |
+                                                                         (static_cast<uint32_t>(qc[2]) << 16))));
+    const auto q13 = hn::BitCast(di16, hn::Set(di32, static_cast<int32_t>(static_cast<uint16_t>(qc[1]) |
+                                                                         (static_cast<uint32_t>(qc[3]) << 16))));
+    s0 = hn::ReorderWidenMulAccumulate(di32, even, q02, s0, s1);
+    s0 = hn::ReorderWidenMulAccumulate(di32, odd, q13, s0, s1);
+  }
+  hn::StoreU(hn::Add(hn::RearrangeToOddPlusEven(s0, s1), hn::Set(di32, corr)), di32, isum);
+}
+#endif  // HWY_TARGET == HWY_SCALAR
+
+template <class Block, size_t V>
+HWY_NOINLINE void LaneTile(const uint8_t* group, size_t cb, size_t nb, const LaneChunk* const* xc, float* y,
+                           size_t y_stride, size_t row0, size_t valid_rows) {
+  const hn::CappedTag<float, kInterleaveRows> df;
+  const size_t n = hn::Lanes(df);
+  HWY_ALIGN float sum[V][kInterleaveRows];  // [vector][row] running sums
+  for (size_t v = 0; v < V; ++v) {
+    for (size_t r = 0; r < kInterleaveRows; ++r) sum[v][r] = cb == 0 || r >= valid_rows ? 0.0f : y[v * y_stride + row0 + r];
+  }
+  constexpr WeightType kType = LaneFormat<Block>::kType;
+  for (size_t b = 0; b < nb; ++b) {
+    const uint8_t* codes = group + InterleavedCodeOffset(kType, cb + b);
+    HWY_ALIGN float dw[kInterleaveRows];
+    HalvesToFloats(reinterpret_cast<const uint16_t*>(group + InterleavedScaleOffset(kType, cb + b)), dw);
+    for (size_t v = 0; v < V; ++v) {
+      const int8_t* q = xc[v]->q + b * kQuantBlock;
+      for (size_t sub = 0; sub < kInterleaveRows; sub += n) {
+        HWY_ALIGN int32_t isum[kInterleaveRows];
+        LaneBlockDots<Block>(codes, sub, q, xc[v]->corr[b], isum);
+        const hn::Rebind<int32_t, decltype(df)> di32;
+        const auto s = hn::Mul(hn::Load(df, dw + sub), hn::Set(df, xc[v]->dx[b]));
+        hn::Store(hn::MulAdd(hn::ConvertTo(df, hn::Load(di32, isum)), s, hn::Load(df, sum[v] + sub)), df,
+                  sum[v] + sub);
+      }
+    }
+  }
+  for (size_t v = 0; v < V; ++v) {
+    for (size_t r = 0; r < valid_rows; ++r) y[v * y_stride + row0 + r] = sum[v][r];
+  }
+}
+#endif  // HWY_TARGET == HWY_AVX3_DL
+
+// Rows [row_begin, row_end) (row_begin a multiple of 16) × n input vectors.
+// Y[v][rows]; n == 1 is MatVec. Input tiles of kMatMulTile vectors are
+// quantized per column chunk; each group's codes stream once per tile.
+template <class Block>
+void LaneMatMulRows(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
+  const size_t nb_row = m.cols / kQuantBlock;
+  const size_t group_bytes = InterleavedGroupBytes(m.type, m.cols);
+  const uint8_t* base = static_cast<const uint8_t*>(m.data);
+  HWY_ALIGN LaneChunk xc[kMatMulTile];  // [tile vector] chunk activations
+  for (size_t v0 = 0; v0 < n; v0 += kMatMulTile) {
+    const size_t nv = std::min(kMatMulTile, n - v0);
+    for (size_t cb = 0; cb < nb_row; cb += kChunkBlocks) {
+      const size_t nb = std::min(kChunkBlocks, nb_row - cb);
+      for (size_t v = 0; v < nv; ++v) PrepareLaneChunk<Block>(x + (v0 + v) * m.cols + cb * kQuantBlock, nb, xc + v);
+      for (size_t r = row_begin; r < row_end; r += kInterleaveRows) {
+        const uint8_t* group = base + (r / kInterleaveRows) * group_bytes;
+        const size_t valid = std::min(kInterleaveRows, row_end - r);
+        float* yv = y + v0 * m.rows;
+        for (size_t v = 0; v < nv;) {
+          const LaneChunk* xv[kMatMulTile];
+          for (size_t j = 0; j < nv - v; ++j) xv[j] = xc + v + j;
+          if (kLaneTileVecs == 8 && nv - v >= 8) {
+            LaneTile<Block, kLaneTileVecs>(group, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
+            v += 8;
+          } else if (nv - v >= 4) {
+            LaneTile<Block, 4>(group, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
+            v += 4;
+          } else {
+            LaneTile<Block, 1>(group, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
+            v += 1;
+          }
+        }
+      }
+    }
+  }
+}
+
+// One kernel for MatVec (n = 1) and MatMul.
+void InterleavedRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
+  switch (m.type) {
+    case WeightType::kQ8_0: return LaneMatMulRows<BlockQ8_0>(m, x, n, y, row_begin, row_end);
+    case WeightType::kQ4_0: return LaneMatMulRows<BlockQ4_0>(m, x, n, y, row_begin, row_end);
+    default: HWY_ABORT("%s: only Q8_0/Q4_0 interleave", WeightTypeName(m.type));
+  }
+}
+
+bool InterleavedPreferredT() { return kInterleavedPreferred; }
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace kvedge
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvedge {
+
+HWY_EXPORT(InterleavedRowsT);
+HWY_EXPORT(InterleavedPreferredT);
+
+void InterleavedRows(const MatrixView& w, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
+  HWY_DYNAMIC_DISPATCH(InterleavedRowsT)(w, x, n, y, row_begin, row_end);
+}
+
+bool InterleavedWeightsPreferred() { return HWY_DYNAMIC_DISPATCH(InterleavedPreferredT)(); }
+
+}  // namespace kvedge
+#endif  // HWY_ONCE
