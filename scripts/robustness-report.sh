@@ -90,6 +90,7 @@ curl against `kvedge serve --port 0`). Every error is OpenAI's shape,
 | unknown route | 404 `not_found` | e2e |
 | a slow client (headers never finished) | dropped after `--timeout`; other clients served meanwhile | e2e |
 | a client gone mid-stream | its sequence is cancelled at the next step (`finish_reason` `cancelled`); the session holds what was sent and continues | e2e; `ServerTest.CancelMidReplyLeavesTheSessionConsistent` |
+| a client gone before its non-streaming reply (or while queued) | noticed on its socket within 0.1 s (peer closed or reset; nothing is written until the reply), its sequence is cancelled at the next step; the session keeps what was generated and continues, as after a dropped stream | e2e; `ServerTest.ANonStreamingClientThatLeavesStopsItsSequence`, `ClientSocketTest.FindsTheConnectionByItsAddressesAndSeesItsPeerLeave` |
 | every live session busy (budget or `--max-sessions` full) | 503 with `Retry-After: 1` | e2e; `ServerTest.EveryLiveSessionBusyIsResourceExhausted` |
 | more than `--max-queued` (256) requests waiting | 429 `queue_full` with `Retry-After` | e2e (`--max-queued 1`); `ServerTest.AFullQueueIs429AndDrainingIs503` |
 | a request during shutdown (SIGTERM) | 503 `shutting_down` with `Retry-After`; the ones in flight finish, every session is saved | e2e; `ServerTest.AFullQueueIs429AndDrainingIs503` |

@@ -11,6 +11,7 @@
 
 #include "platform/clock.h"
 #include "runtime/server/chat_page.h"
+#include "runtime/server/client_socket.h"
 
 namespace kvedge::server {
 namespace {
@@ -209,10 +210,20 @@ void HttpServer::Routes() {
   });
 
   // Both generation endpoints: submit, wait for admission (errors before the
-  // reply keep their status), then one JSON body or an SSE stream.
-  const auto generate = [this](httplib::Response& res, std::shared_ptr<Job> job, bool chat) {
+  // reply keep their status), then one JSON body or an SSE stream. Until the
+  // first byte is written a client that leaves is noticed on its socket
+  // (ClientSocket, checked every kLivenessMs); a stream notices it when a
+  // write fails. Either way its job is cancelled and its sequence stops at
+  // the next step.
+  static constexpr int kLivenessMs = 100;
+  const auto generate = [this](const httplib::Request& req, httplib::Response& res, std::shared_ptr<Job> job,
+                               bool chat) {
     if (auto e = scheduler_.Submit(job)) return SendError(res, *e);
-    job->WaitAdmitted();
+    const ClientSocket client = ClientSocket::Find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    const auto cancel_if_gone = [&] {
+      if (!job->cancel.load() && client.Gone()) job->cancel.store(true);
+    };
+    while (!job->WaitAdmitted(kLivenessMs)) cancel_if_gone();
     {
       std::lock_guard<std::mutex> lock(job->mu);
       if (job->error.has_value()) return SendError(res, *job->error);
@@ -223,9 +234,10 @@ void HttpServer::Routes() {
     if (!job->params.stream) {
       std::string all, part;
       for (;;) {
-        const bool end = job->Take(&part, 1000);
+        const bool end = job->Take(&part, kLivenessMs);
         all += part;
         if (end) break;
+        cancel_if_gone();
       }
       std::lock_guard<std::mutex> lock(job->mu);
       if (job->error.has_value()) return SendError(res, *job->error);
@@ -319,7 +331,7 @@ void HttpServer::Routes() {
     job->messages = std::move(r.messages);
     job->rendered = std::move(rendered).value();
     job->params = std::move(r.params);
-    generate(res, std::move(job), /*chat=*/true);
+    generate(req, res, std::move(job), /*chat=*/true);
   });
   s.Post("/v1/completions", [this, generate](const httplib::Request& req, httplib::Response& res) {
     auto job = std::make_shared<Job>();
@@ -329,7 +341,7 @@ void HttpServer::Routes() {
     job->rendered = r.prompt;
     job->messages = {{"user", std::move(r.prompt)}};
     job->params = std::move(r.params);
-    generate(res, std::move(job), /*chat=*/false);
+    generate(req, res, std::move(job), /*chat=*/false);
   });
 }
 

@@ -10,9 +10,9 @@
 
 namespace kvedge::server {
 
-void Job::WaitAdmitted() {
+bool Job::WaitAdmitted(int timeout_ms) {
   std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return admitted || done; });
+  return cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return admitted || done; });
 }
 
 bool Job::Take(std::string* out, int timeout_ms) {

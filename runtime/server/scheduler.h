@@ -56,8 +56,8 @@ struct Job {
   double ttft_seconds = 0;       // submit → first token
   double submitted_at = 0;
 
-  // HTTP side: waits until admitted or done.
-  void WaitAdmitted();
+  // HTTP side: waits up to `timeout_ms` until admitted or done. True if so.
+  bool WaitAdmitted(int timeout_ms);
   // HTTP side: waits up to `timeout_ms` for text or the end; moves the text
   // out. True when the job is done and all text was taken.
   bool Take(std::string* out, int timeout_ms);

@@ -2,7 +2,7 @@
 # kvedge serve end to end over HTTP with curl, on stories260K:
 #   every endpoint; every client error (401, 400s, 404, 413, clamped
 #   max_tokens, a prompt over the session's cache, unknown fields, a slow
-#   client, a client gone mid-stream, every live session busy → 503 and the
+#   client, a client gone mid-stream or before a non-streaming reply, every live session busy → 503 and the
 #   wait queue full → 429, both with Retry-After); SIGTERM saves the sessions and a restart continues them
 #   (cached_tokens > 0); 50 conversations whose session budgets sum to 10x the
 #   total, interleaved 10 at a time, each reply equal to the reply the
@@ -209,6 +209,23 @@ done
 [[ "$(json "${work}/body" 'any(s["busy"] for s in d["data"])')" == False ]] || fail "a client that left kept its session busy"
 req POST /v1/completions '{"prompt":"Another story","max_tokens":4}'
 expect 200 "" "a session freed by a client that left"
+# A non-streaming client that leaves before its reply: noticed on its socket
+# (nothing is written until the end), the sequence stops within a second or two.
+gen() { req GET /metrics; awk '/^kvedge_generated_tokens_total /{print $2}' "${work}/body"; }
+before=$(gen)
+curl -s --max-time 1 -o /dev/null "http://127.0.0.1:${PORT}/v1/completions" \
+  -d '{"prompt":"A long story","max_tokens":1000000,"temperature":0.8}' || true
+left=$(date +%s%N)
+wait_metric "kvedge_sequences_active 0" || fail "a non-streaming client that left kept its sequence decoding"
+took=$(( ($(date +%s%N) - left) / 1000000 ))
+[[ ${took} -lt 3000 ]] || fail "a non-streaming client that left was noticed after ${took} ms"
+after=$(gen)
+python3 -c "import sys; b, a = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if 0 < a - b < 1000000 else 1)" "${before}" "${after}" ||
+  fail "the non-streaming request that lost its client generated $before -> $after tokens"
+req GET /v1/sessions
+[[ "$(json "${work}/body" 'any(s["busy"] for s in d["data"])')" == False ]] || fail "a non-streaming client that left kept its session busy"
+req POST /v1/completions '{"prompt":"Another story","max_tokens":4}'
+expect 200 "" "after a non-streaming client left"
 stop "${PID}"
 
 echo "== the wait queue full: 429 with Retry-After"

@@ -1,8 +1,14 @@
 // kvedge serve in process: request parsing (hostile bodies), the session
-// manager (continue, swap to disk, restore, restart) and the scheduler
-// (concurrent sequences give what each gets alone; cancel mid-reply).
+// manager (continue, swap to disk, restore, restart), the scheduler
+// (concurrent sequences give what each gets alone; cancel mid-reply) and the
+// HTTP server over loopback (a non-streaming client that leaves).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -13,6 +19,8 @@
 #include "runtime/engine/batch_decoder.h"
 #include "runtime/model/model_loader.h"
 #include "runtime/server/api.h"
+#include "runtime/server/client_socket.h"
+#include "runtime/server/http_server.h"
 #include "runtime/server/scheduler.h"
 #include "runtime/server/session_manager.h"
 #include "tests/testing/stories.h"
@@ -124,6 +132,106 @@ TEST(ApiTest, BearerKeyComparison) {
   EXPECT_FALSE(BearerMatches("Bearer sekre", "sekret"));
   EXPECT_FALSE(BearerMatches("", "sekret"));
   EXPECT_FALSE(BearerMatches("sekret", "sekret"));
+}
+
+// Loopback TCP for the tests: a listening socket, connections, one end's
+// address as httplib prints it.
+int Listen(int* port) {
+  const int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(s, 4) != 0 ||
+      getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    close(s);
+    return -1;
+  }
+  *port = ntohs(a.sin_port);
+  return s;
+}
+int Connect(int port) {
+  const int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(s);
+    return -1;
+  }
+  return s;
+}
+int LocalPort(int s) {
+  sockaddr_in a{};
+  socklen_t len = sizeof(a);
+  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  return ntohs(a.sin_port);
+}
+void SendAll(int s, const std::string& bytes) {
+  for (size_t at = 0; at < bytes.size();) {
+    const ssize_t n = send(s, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
+    ASSERT_GT(n, 0);
+    at += static_cast<size_t>(n);
+  }
+}
+// Polls `done` every 10 ms for up to `seconds`.
+template <typename F>
+bool WaitFor(double seconds, F done) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+TEST(ClientSocketTest, FindsTheConnectionByItsAddressesAndSeesItsPeerLeave) {
+  int port = 0;
+  const int listener = Listen(&port);
+  ASSERT_GE(listener, 0);
+  const int client = Connect(port);
+  ASSERT_GE(client, 0);
+  const int served = accept(listener, nullptr, nullptr);
+  ASSERT_GE(served, 0);
+  const int client_port = LocalPort(client);
+  const ClientSocket found = ClientSocket::Find("127.0.0.1", port, "127.0.0.1", client_port);
+  ASSERT_TRUE(found.found());
+  EXPECT_FALSE(found.Gone());
+  // Another pair names no socket here (the listener has no peer).
+  const ClientSocket none = ClientSocket::Find("127.0.0.1", port, "127.0.0.1", client_port == 1 ? 2 : 1);
+  EXPECT_FALSE(none.found());
+  EXPECT_FALSE(none.Gone());
+  // Unread bytes (a pipelined request) before the end: still there, and the
+  // peek consumed nothing.
+  SendAll(client, "GET");
+  EXPECT_TRUE(WaitFor(5, [&] {
+    char b[4];
+    return recv(served, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT) == 3;
+  }));
+  EXPECT_FALSE(found.Gone());
+  close(client);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(found.Gone());
+  char b[4];
+  ASSERT_EQ(recv(served, b, sizeof(b), 0), 3);
+  EXPECT_TRUE(WaitFor(5, [&] { return found.Gone(); }));
+  close(served);
+
+  // A reset (SO_LINGER 0) is gone too.
+  const int client2 = Connect(port);
+  ASSERT_GE(client2, 0);
+  const int served2 = accept(listener, nullptr, nullptr);
+  ASSERT_GE(served2, 0);
+  const ClientSocket found2 = ClientSocket::Find("127.0.0.1", port, "127.0.0.1", LocalPort(client2));
+  ASSERT_TRUE(found2.found());
+  EXPECT_FALSE(found2.Gone());
+  linger l{1, 0};
+  ASSERT_EQ(setsockopt(client2, SOL_SOCKET, SO_LINGER, &l, sizeof(l)), 0);
+  close(client2);
+  EXPECT_TRUE(WaitFor(5, [&] { return found2.Gone(); }));
+  close(served2);
+  close(listener);
 }
 
 class ServerTest : public ::testing::Test {
@@ -357,6 +465,55 @@ TEST_F(ServerTest, AFullQueueIs429AndDrainingIs503) {
   e = s.Submit(job);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->http_status, 503);
+}
+
+// A non-streaming client with a huge max_tokens that leaves before its
+// reply: the server notices on the socket, stops the sequence and frees the
+// session (kept with what was generated, as after a dropped stream); the next
+// request is served.
+TEST_F(ServerTest, ANonStreamingClientThatLeavesStopsItsSequence) {
+  auto m = Manager(1);
+  auto s = NewScheduler(*m, 2);
+  HttpOptions ho;
+  ho.port = 0;
+  ho.model_name = "stories";
+  ho.handler_threads = 4;
+  ho.limits.max_tokens_limit = 1000000;
+  HttpServer http(*m, *s, *tok_, Options(1).chat, ho);
+  auto port = http.Bind();
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  std::thread serving([&] { http.Run(); });
+  const auto post = [&](const std::string& body) {
+    return "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+           "Content-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  };
+  const int client = Connect(*port);
+  ASSERT_GE(client, 0);
+  SendAll(client, post(R"({"prompt":"Once upon a time","max_tokens":1000000,"temperature":0.8})"));
+  ASSERT_TRUE(WaitFor(30, [&] { return s->Metrics().active == 1; }));
+  ASSERT_TRUE(WaitFor(30, [&] { return s->Metrics().steps > 0; }));
+  const auto left = std::chrono::steady_clock::now();
+  close(client);
+  EXPECT_TRUE(WaitFor(10, [&] { return s->Metrics().active == 0; })) << "the sequence still decodes";
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - left).count();
+  EXPECT_LT(seconds, 5.0);
+  const SchedulerMetrics after = s->Metrics();
+  EXPECT_LT(after.generated_tokens, 1000000u);
+  for (const SessionInfo& i : m->List()) EXPECT_FALSE(i.busy) << i.id;
+  // The next request (on the one live session) is served.
+  const int next = Connect(*port);
+  ASSERT_GE(next, 0);
+  SendAll(next, post(R"({"prompt":"Once upon a time","max_tokens":4,"temperature":0})"));
+  std::string reply;
+  char buf[4096];
+  for (ssize_t n; (n = recv(next, buf, sizeof(buf), 0)) > 0;) reply.append(buf, static_cast<size_t>(n));
+  close(next);
+  EXPECT_EQ(reply.rfind("HTTP/1.1 200", 0), 0u) << reply;
+  EXPECT_NE(reply.find("\"completion_tokens\":4"), std::string::npos) << reply;
+  http.Stop();
+  serving.join();
+  s->Drain();
 }
 
 }  // namespace
