@@ -5,8 +5,7 @@
 //   kInt8       Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL, kRows   matvec_legacy.cc
 //               (Q8_0/Q4_0 only)
 //               kInterleaved16        matvec_interleaved.cc
-//   kInt8K      Q4_K/Q5_K/Q6_K        matvec_kquant.cc, batched matmul_batch.cc
-//   kBlockTile  the other block types matvec_blocks.cc
+//   kInt8K      Q2_K…Q6_K/IQ4_XS      matvec_kquant.cc, batched matmul_batch.cc
 // Elementwise kernels (RMSNorm, SwiGLU, adds) live in elementwise_kernels.cc.
 //
 // Every (weight row, input vector) pair runs the same op sequence whatever
@@ -20,7 +19,6 @@
 #include <cstdlib>
 
 #include "simd/matmul_batch.h"
-#include "simd/matvec_blocks.h"
 #include "simd/matvec_float.h"
 #include "simd/matvec_interleaved.h"
 #include "simd/matvec_kquant.h"
@@ -74,7 +72,6 @@ void MatVecRange(const MatrixView& w, const float* x, float* y, size_t begin, si
     case WeightKernel::kInt8:
       if (w.layout == WeightLayout::kInterleaved16) return InterleavedRows(w, x, 1, y, begin, end);
       return MatVecRowsLegacy(w, x, y, begin, end);
-    case WeightKernel::kBlockTile: return BlockTileRows(w, x, 1, y, begin, end);
     case WeightKernel::kInt8K: return KQuantRows(w, x, 1, y, begin, end);
   }
 }
@@ -85,7 +82,6 @@ void MatMulRange(const MatrixView& w, const float* x, size_t n, float* y, size_t
     case WeightKernel::kInt8:
       if (w.layout == WeightLayout::kInterleaved16) return InterleavedRows(w, x, n, y, begin, end);
       return MatMulRowsLegacy(w, x, n, y, begin, end);
-    case WeightKernel::kBlockTile: return BlockTileRows(w, x, n, y, begin, end);
     case WeightKernel::kInt8K: return KQuantBatchRows(w, x, n, y, begin, end);
   }
 }

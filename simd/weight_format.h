@@ -112,9 +112,7 @@ inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22,
 //     Q8_0/Q4_0 also interleave (IsInterleavable, model_kernels.h);
 //   kInt8K: Q2_K … Q6_K and IQ4_XS with Q8_K int8 activations
 //     (matvec_kquant.h);
-//   kBlockTile: every other block type, each block decoded to f32 in a small
-//     stack tile (DequantizeRow) and multiplied with f32 activations.
-enum class WeightKernel : uint8_t { kFloat, kInt8, kBlockTile, kInt8K };
+enum class WeightKernel : uint8_t { kFloat, kInt8, kInt8K };
 
 struct WeightFormat {
   WeightType type;
