@@ -75,8 +75,10 @@ int RunInfo(const InfoOptions& opt) {
       for (const MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3, &l.w2}) ++counts[static_cast<int>(m->type)];
     }
     std::string mix;
+    int interleavable = 0;  // matrices of the types the Q8_0/Q4_0 layout applies to
     for (int t = 0; t < kNumWeightTypes; ++t) {
       if (counts[t] == 0) continue;
+      if (IsQuantizedWeight(static_cast<WeightType>(t))) interleavable += counts[t];
       const char* name = WeightTypeName(static_cast<WeightType>(t));
       j["matrix_types"][name] = counts[t];
       mix += (mix.empty() ? "" : ", ") + std::string(name) + " x" + std::to_string(counts[t]);
@@ -96,7 +98,7 @@ int RunInfo(const InfoOptions& opt) {
       std::printf("  vocab %d, trained context %d, weights %s\n", c.vocab_size, c.context_length,
                   FormatBytes(loaded->weights->weight_bytes).c_str());
       std::printf("  matrices: %s\n", mix.c_str());
-      if (counts[static_cast<int>(WeightType::kQ8_0)] + counts[static_cast<int>(WeightType::kQ4_0)] > 0) {
+      if (interleavable > 0) {
         std::printf("  Q8_0/Q4_0 layout %s\n", std::string(layout) == "file"
                                                      ? "as in the file (used in place)"
                                                      : "interleaved16 (copied at load for the AVX-512 VNNI kernels)");

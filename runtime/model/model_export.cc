@@ -71,7 +71,7 @@ void DeclareTensors(const ModelConfig& c, bool tied, const std::function<WeightT
 }
 
 WeightType StorableType(WeightType type, uint64_t cols) {
-  return IsQuantizedWeight(type) && cols % kQuantBlock != 0 ? WeightType::kF16 : type;
+  return cols % WeightBlockSize(type) != 0 ? WeightType::kF16 : type;
 }
 
 // splitmix64: a fast, well-mixed stream for synthetic weights.
@@ -154,7 +154,7 @@ StatusOr<SynthShape> SynthPreset(std::string_view name) {
 }
 
 Status WriteRandomLlamaGguf(const SynthShape& shape, WeightType type, uint64_t seed, const std::string& path) {
-  if (type != WeightType::kF16 && type != WeightType::kQ8_0 && type != WeightType::kQ4_0) {
+  if (type != WeightType::kF16 && !IsQuantizedWeight(type)) {
     return InvalidArgument("synthetic models are written as f16, q8_0 or q4_0");
   }
   ModelConfig c;
@@ -173,9 +173,10 @@ Status WriteRandomLlamaGguf(const SynthShape& shape, WeightType type, uint64_t s
     return InvalidArgument("synthetic model '" + shape.name + "': vocab_size " + std::to_string(c.vocab_size) +
                            " cannot hold <unk>, <s>, </s> and 256 byte tokens");
   }
-  if ((type != WeightType::kF16) && (c.dim % kQuantBlock != 0 || c.hidden_dim % kQuantBlock != 0)) {
-    return InvalidArgument("synthetic model '" + shape.name + "': dim and hidden_dim must be multiples of 32 for " +
-                           FindGgmlType(GgmlTypeOf(type))->name);
+  const uint32_t block = WeightBlockSize(type);
+  if (c.dim % block != 0 || c.hidden_dim % block != 0) {
+    return InvalidArgument("synthetic model '" + shape.name + "': dim and hidden_dim must be multiples of " +
+                           std::to_string(block) + " for " + GetWeightFormat(type).ggml_name);
   }
 
   // Synthetic SentencePiece vocabulary; merges reach every "▁"-string since

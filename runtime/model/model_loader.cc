@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "runtime/model/llama2c.h"
-#include "simd/float16.h"
 #include "simd/weight_quant.h"
 
 namespace kvedge {
@@ -94,24 +93,17 @@ StatusOr<MatrixView> Matrix(const GgufFile& g, const std::string& name, uint64_t
 StatusOr<const float*> Vector(const GgufFile& g, const std::string& name, uint64_t n, ModelWeights* w) {
   KVEDGE_ASSIGN_OR_RETURN(const GgufTensorInfo* t, FindShaped(g, name, n, 1, 1));
   w->weight_bytes += t->n_bytes;
-  if (t->type == kGgmlF32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0) {
-    return reinterpret_cast<const float*>(t->data);
-  }
-  if (t->type != kGgmlF32 && t->type != kGgmlF16 && t->type != kGgmlBF16) {
+  const WeightFormat* format = FindGgmlType(t->type)->format;
+  if (format == nullptr || format->kernel != WeightKernel::kFloat) {
     return Unsupported(TensorWhere(g, *t) + " has type " + FindGgmlType(t->type)->name +
                        "; kvedge reads norm vectors of type F32, F16 or BF16");
   }
+  if (format->type == WeightType::kF32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0) {
+    return reinterpret_cast<const float*>(t->data);
+  }
   KVEDGE_ASSIGN_OR_RETURN(AlignedBuffer buf, AlignedBuffer::Allocate(n * sizeof(float), "norm weights"));
   float* out = buf.as<float>();
-  for (uint64_t i = 0; i < n; ++i) {
-    if (t->type == kGgmlF32) {
-      std::memcpy(&out[i], t->data + 4 * i, 4);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, t->data + 2 * i, 2);
-      out[i] = t->type == kGgmlF16 ? F32FromF16(h) : F32FromBF16(h);
-    }
-  }
+  DequantizeRow(format->type, t->data, out, n);
   w->owned.push_back(std::move(buf));
   return static_cast<const float*>(out);
 }

@@ -13,6 +13,7 @@
 #include "runtime/model/model_loader.h"
 #include "runtime/tokenizer/spm_tokenizer.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "simd/float16.h"
 #include "tests/testing/test_data.h"
 
 namespace kvedge {
@@ -322,6 +323,11 @@ std::vector<BadCase> Cases() {
     b.tensors[0].type = 12;  // token_embd as Q4_K: row 32 is not a block of 256
     return b.Build();
   }, "row length 32 is not a multiple of the block size 256");
+  model("q8_0_norm_vector", [] {
+    auto b = TinyLlama();
+    b.tensors[1].type = 8;  // blk.0.attn_norm as Q8_0 (one block fits the F32 bytes)
+    return b.Build();
+  }, "tensor 'blk.0.attn_norm.weight' (#1) has type Q8_0; kvedge reads norm vectors of type F32, F16 or BF16");
   model("vocab_disagrees", [] {
     auto b = TinyLlama("", [](GgufBuilder& g) {
       g.Key("tokenizer.ggml.tokens", GgufType::kArray);
@@ -444,6 +450,24 @@ TEST(BadFileTest, TinyLlamaBaselineLoads) {
   EXPECT_EQ((*w)->config.n_kv_heads, 2);
   EXPECT_EQ((*w)->config.vocab_size, 16);
   EXPECT_EQ((*w)->output.data, (*w)->token_embedding.data);
+}
+
+TEST(BadFileTest, HalfNormVectorsLoadAsF32) {
+  // blk.0.attn_norm stored as F16 and as BF16, values i − 8 (exact in both).
+  for (const uint32_t type : {1u, 30u}) {
+    GgufBuilder b = TinyLlama();
+    b.tensors[1].type = type;
+    std::string bytes = b.Build();
+    const size_t data = bytes.size() - b.data_bytes + b.tensors[1].offset;
+    for (int i = 0; i < 32; ++i) {
+      const float v = static_cast<float>(i - 8);
+      const uint16_t h = type == 1 ? F16FromF32(v) : BF16FromF32(v);
+      std::memcpy(&bytes[data + 2 * i], &h, 2);
+    }
+    auto w = LoadModelFromMemory(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "tiny.gguf");
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    for (int i = 0; i < 32; ++i) EXPECT_EQ((*w)->layers[0].attn_norm[i], static_cast<float>(i - 8)) << type << " " << i;
+  }
 }
 
 TEST(BadFileTest, EveryTruncationOfARealGgufFails) {

@@ -81,14 +81,7 @@ TestMatrix MakeMatrix(WeightType type, size_t rows, size_t cols, std::mt19937& r
   for (size_t r = 0; r < rows; ++r) {
     const float* src = w.data() + r * cols;
     uint8_t* dst = base + r * row_bytes;
-    switch (type) {
-      case WeightType::kF32: std::memcpy(dst, src, row_bytes); break;
-      case WeightType::kF16: QuantizeRowF16(src, cols, reinterpret_cast<uint16_t*>(dst)); break;
-      case WeightType::kBF16: QuantizeRowBF16(src, cols, reinterpret_cast<uint16_t*>(dst)); break;
-      case WeightType::kQ8_0: QuantizeRowQ8_0(src, cols, reinterpret_cast<BlockQ8_0*>(dst)); break;
-      case WeightType::kQ4_0: QuantizeRowQ4_0(src, cols, reinterpret_cast<BlockQ4_0*>(dst)); break;
-      default: GetWeightFormat(type).quantize(src, dst, cols); break;
-    }
+    GetWeightFormat(type).quantize(src, dst, cols);
   }
   m.view = MatrixView{type, base, rows, cols};
   return m;
