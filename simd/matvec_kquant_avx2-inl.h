@@ -21,16 +21,16 @@ template <class Block>
 constexpr bool kAvx2KQuant = std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K> ||
                              std::is_same_v<Block, BlockQ6_K>;
 
-// vpshufb indices (per 128-bit lane) that spread int8/uint8 scale bytes to
+// vpshufb indices (per 128-bit lane) that spread scales (bytes; Q6_K int16) to
 // int16 lanes; a 0x80 byte gives 0.
 struct Avx2Index {
-  // Q4_K/Q5_K, on [sc0 … sc7, m0 … m7] bytes: kQ45Scale[c] = sc_c in every
-  // int16 lane (zero-extended); kQ45Min: lane i = m_{i/2} (bsums lane i
+  // Q4_K/Q5_K, on [sc0 … sc7, m0 … m7] bytes: q45_scale[c] = sc_c in every
+  // int16 lane (zero-extended); q45_min: lane i = m_{i/2} (bsums lane i
   // covers codes 16i … 16i + 15, sub-block i/2).
   HWY_ALIGN uint8_t q45_scale[8][32];
   HWY_ALIGN uint8_t q45_min[32];
   // Q6_K, on the int16 scales [sc_8h … sc_8h+7] of half h in both 128-bit
-  // lanes: kQ6[k] = sc_8h+2k in the low lane, sc_8h+2k+1 in the high one
+  // lanes: q6_scale[k] = sc_8h+2k in the low lane, sc_8h+2k+1 in the high one
   // (code vector k of a half covers weights 32k … 32k + 31, a scale per 16).
   HWY_ALIGN uint8_t q6_scale[4][32];
 };
@@ -57,6 +57,12 @@ constexpr Avx2Index kAvx2Index = MakeAvx2Index();
 
 HWY_INLINE __m256i LoadIdx(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
 HWY_INLINE __m256i Load32(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// Int16 pair sums p weighted by the scales that vpshufb index idx spreads
+// from table: int32 lanes.
+HWY_INLINE __m256i ScaledPairs(__m256i p, __m256i table, const uint8_t* idx) {
+  return _mm256_madd_epi16(p, _mm256_shuffle_epi8(table, LoadIdx(idx)));
+}
 
 // One row's super-block before the horizontal sums: S = Σ of s's 8 lanes,
 // M = Σ of m's 8.
@@ -88,8 +94,8 @@ HWY_INLINE Avx2Sums Avx2SumsQ45(const uint8_t* packed, const uint8_t* qh, const 
     }
     const __m256i p_lo = _mm256_maddubs_epi16(lo, Load32(a.qs + 64 * j));
     const __m256i p_hi = _mm256_maddubs_epi16(hi, Load32(a.qs + 64 * j + 32));
-    acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(p_lo, _mm256_shuffle_epi8(table, LoadIdx(kAvx2Index.q45_scale[2 * j]))));
-    acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(p_hi, _mm256_shuffle_epi8(table, LoadIdx(kAvx2Index.q45_scale[2 * j + 1]))));
+    acc[0] = _mm256_add_epi32(acc[0], ScaledPairs(p_lo, table, kAvx2Index.q45_scale[2 * j]));
+    acc[1] = _mm256_add_epi32(acc[1], ScaledPairs(p_hi, table, kAvx2Index.q45_scale[2 * j + 1]));
   }
   const __m256i mins = _mm256_shuffle_epi8(table, LoadIdx(kAvx2Index.q45_min));
   return {_mm256_add_epi32(acc[0], acc[1]), _mm256_madd_epi16(mins, Load32(a.bsums))};
@@ -103,7 +109,8 @@ HWY_INLINE Avx2Sums Avx2SumsQ6(const BlockQ6_K& b, const BlockQ8_K& a) {
   __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
   for (int half = 0; half < 2; ++half) {
     // [sc_8h … sc_8h+7] in both 128-bit lanes.
-    const __m256i table = half == 0 ? _mm256_permute4x64_epi64(sc16, 0x44) : _mm256_permute4x64_epi64(sc16, 0xEE);
+    __m256i table = _mm256_permute4x64_epi64(sc16, 0x44);
+    if (half == 1) table = _mm256_permute4x64_epi64(sc16, 0xEE);
     const __m256i ql0 = Load32(b.ql + 64 * half), ql1 = Load32(b.ql + 64 * half + 32);
     const __m256i h = Load32(b.qh + 32 * half);  // bits 2k, 2k+1 of byte l: top bits of weight 32k + l
     // 16-bit shifts are exact under the per-byte 0x30 mask.
@@ -111,10 +118,11 @@ HWY_INLINE Avx2Sums Avx2SumsQ6(const BlockQ6_K& b, const BlockQ8_K& a) {
         _mm256_or_si256(_mm256_and_si256(ql0, k15), _mm256_and_si256(_mm256_slli_epi16(h, 4), k48)),
         _mm256_or_si256(_mm256_and_si256(ql1, k15), _mm256_and_si256(_mm256_slli_epi16(h, 2), k48)),
         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), k15), _mm256_and_si256(h, k48)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), k15), _mm256_and_si256(_mm256_srli_epi16(h, 2), k48))};
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), k15),
+                        _mm256_and_si256(_mm256_srli_epi16(h, 2), k48))};
     for (int k = 0; k < 4; ++k) {
       const __m256i p = _mm256_maddubs_epi16(q[k], Load32(a.qs + 128 * half + 32 * k));
-      acc[k & 1] = _mm256_add_epi32(acc[k & 1], _mm256_madd_epi16(p, _mm256_shuffle_epi8(table, LoadIdx(kAvx2Index.q6_scale[k]))));
+      acc[k & 1] = _mm256_add_epi32(acc[k & 1], ScaledPairs(p, table, kAvx2Index.q6_scale[k]));
     }
   }
   return {_mm256_add_epi32(acc[0], acc[1]), _mm256_madd_epi16(sc16, Load32(a.bsums))};
