@@ -66,6 +66,8 @@ ELAPSED=$(( $(date +%s) - START ))
 CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 FLAGS=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -xE 'avx2|avx512f|avx512_vnni|avx512vbmi' | tr '\n' ' ')
 CMD="MODELS=\"$MODELS\" STREAMS=\"$STREAMS\" REPS=$REPS DEPTH=$DEPTH NDECODE=$NDECODE THREADS=$THREADS bench/run-streams.sh"
+# A rendering names its results file, not the REPS=0 it ran with.
+[[ -n "${RESULTS_FROM:-}" ]] && CMD="RESULTS_FROM=$(basename "$RESULTS_FROM") bench/run-streams.sh"
 
 python3 - "$RESULTS" "$OUT_MD" "$CMD" "$CPU" "$FLAGS" "$(nproc)" "$ELAPSED" "$(uptime)" "$KERNELS_JSON" <<'PY'
 import json, re, statistics, sys

@@ -108,11 +108,13 @@ KVEDGE_ATTR_VNNI512 HWY_INLINE void LoadLaneCodes(const uint8_t* codes, __m512i*
 }
 
 // y[v·y_stride + row0 + r] (r < valid_rows) for V vectors over chunk
-// blocks [0, nb): group points at the group's bytes, cb is the chunk's first
-// block; the sums continue from y when cb > 0 (same order as one pass).
+// blocks [0, nb): group points at the group's bytes (group_bytes each, the
+// next group right after), cb is the chunk's first block; the sums continue
+// from y when cb > 0 (same order as one pass).
 template <class Block, size_t V>
-KVEDGE_ATTR_VNNI512 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t cb, size_t nb, const LaneChunk* const* xc,
-                                               float* y, size_t y_stride, size_t row0, size_t valid_rows) {
+KVEDGE_ATTR_VNNI512 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nb,
+                                               const LaneChunk* const* xc, float* y, size_t y_stride, size_t row0,
+                                               size_t valid_rows) {
   constexpr size_t kVecs = kQuantBlock / 4;  // code vectors per block: 4 weights per lane each
   const __mmask16 mask = static_cast<__mmask16>((1u << valid_rows) - 1);
   __m512 sum[V];
@@ -120,17 +122,27 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t cb, 
     sum[v] = cb == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, y + v * y_stride + row0);
   }
   constexpr WeightType kType = LaneFormat<Block>::kType;
+  // This pass reads the chunk's span of the group, [chunk_begin, +chunk_bytes);
+  // the caller's next pass, the same span of the next group.
+  const size_t chunk_begin = InterleavedScaleOffset(kType, cb);
+  const size_t chunk_bytes = InterleavedScaleOffset(kType, cb + nb) - chunk_begin;
   for (size_t b = 0; b < nb; ++b) {
     const uint8_t* codes = group + InterleavedCodeOffset(kType, cb + b);
     const uint16_t* scales = reinterpret_cast<const uint16_t*>(group + InterleavedScaleOffset(kType, cb + b));
     __m512i w[kVecs];
     if constexpr (V > 1) {
       // Batched decode spends V× longer per block than MatVec, and then waits
-      // on DRAM without a prefetch 4 KiB ahead of the group's stream (the
+      // on DRAM without a prefetch 4 KiB ahead of the stream it reads (the
       // block's 288 bytes: 5 lines): 4.0 → 2.6 ms CPU per 32000x2048 matrix
       // at 8 vectors (MatMul/q4_0.il16/32000x2048/dram/batch:8). MatVec is
-      // bandwidth-bound and measured slower with it.
-      const char* ahead = reinterpret_cast<const char*>(codes) + 4096;
+      // bandwidth-bound and measured slower with it. A matrix of several
+      // column chunks (FFN down: 5632 columns) is read chunk by chunk, so
+      // near a span's end the stream continues in the next group's span,
+      // not in this group's next chunk. (Prefetches past the matrix are
+      // dropped, never fault.)
+      const size_t at = InterleavedCodeOffset(kType, cb + b) - chunk_begin + 4096;
+      const char* ahead = reinterpret_cast<const char*>(group) + chunk_begin +
+                          (at < chunk_bytes ? at : group_bytes + at - chunk_bytes);
       for (int l = 0; l < 5; ++l) _mm_prefetch(ahead + 64 * l, _MM_HINT_T0);
     }
     LoadLaneCodes<Block>(codes, w);
@@ -277,8 +289,8 @@ HWY_INLINE LaneI LaneBlockDot(const LaneI* w, const int8_t* q) {
 // the group streams once (half by half it ran at ~half the DRAM speed);
 // MatMul tiles take one half per pass, so V sums and 8 codes fit 16 ymm.
 template <class Block, size_t V>
-HWY_NOINLINE void LaneTile(const uint8_t* group, size_t cb, size_t nb, const LaneChunk* const* xc, float* y,
-                           size_t y_stride, size_t row0, size_t valid_rows) {
+HWY_NOINLINE void LaneTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb, size_t nb,
+                           const LaneChunk* const* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
   constexpr WeightType kType = LaneFormat<Block>::kType;
   constexpr size_t kHalves = kInterleaveRows / kLaneRows;
   constexpr size_t kPerPass = V == 1 ? kHalves : 1;  // halves per pass
@@ -371,8 +383,8 @@ HWY_INLINE void LaneBlockDots(const uint8_t* codes, size_t sub, const int8_t* q,
 #endif  // HWY_TARGET == HWY_SCALAR
 
 template <class Block, size_t V>
-HWY_NOINLINE void LaneTile(const uint8_t* group, size_t cb, size_t nb, const LaneChunk* const* xc, float* y,
-                           size_t y_stride, size_t row0, size_t valid_rows) {
+HWY_NOINLINE void LaneTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb, size_t nb,
+                           const LaneChunk* const* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
   const hn::CappedTag<float, kInterleaveRows> df;
   const size_t n = hn::Lanes(df);
   HWY_ALIGN float sum[V][kInterleaveRows];  // [vector][row] running sums
@@ -424,13 +436,13 @@ void LaneMatMulRows(const MatrixView& m, const float* x, size_t n, float* y, siz
           const LaneChunk* xv[kMatMulTile];
           for (size_t j = 0; j < nv - v; ++j) xv[j] = xc + v + j;
           if (kLaneTileVecs == 8 && nv - v >= 8) {
-            LaneTile<Block, kLaneTileVecs>(group, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
+            LaneTile<Block, kLaneTileVecs>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
             v += 8;
           } else if (nv - v >= 4) {
-            LaneTile<Block, 4>(group, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
+            LaneTile<Block, 4>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
             v += 4;
           } else {
-            LaneTile<Block, 1>(group, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
+            LaneTile<Block, 1>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
             v += 1;
           }
         }
