@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "simd/matvec_legacy.h"
 #include "simd/model_kernels.h"
@@ -457,32 +458,23 @@ struct BytePair<BlockIQ4_NL> {
   }
 };
 
-template <>
-struct BytePair<BlockQ4_1> {
-  static constexpr int32_t kOffset = 0;
+// Q4_1, Q5_0, Q5_1: DecodeNibblePair on the block's own layout. Q5_0's
+// codes are w + 16; Q4_1/Q5_1 codes are q of w = d·q + m, as they are.
+template <class Block>
+  requires(std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Block, BlockQ5_0> || std::is_same_v<Block, BlockQ5_1>)
+struct BytePair<Block> {
+  static constexpr bool kFifthBit = requires(const Block& b) { b.qh; };
+  static constexpr int32_t kOffset = kFifthBit && !kHasMin<Block> ? 16 : 0;
   static constexpr size_t Weight(size_t i) { return PairWeightQ4(i); }
-  static KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Decode(const BlockQ4_1* w, bool two, __m512* dw, __m512* mw) {
-    return DecodeNibblePair<sizeof(BlockQ4_1), true, -1, offsetof(BlockQ4_1, qs)>(w, two, dw, mw);
-  }
-};
-
-template <>
-struct BytePair<BlockQ5_0> {
-  static constexpr int32_t kOffset = 16;  // codes are w + 16
-  static constexpr size_t Weight(size_t i) { return PairWeightQ4(i); }
-  static KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Decode(const BlockQ5_0* w, bool two, __m512* dw, __m512* mw) {
-    return DecodeNibblePair<sizeof(BlockQ5_0), false, offsetof(BlockQ5_0, qh), offsetof(BlockQ5_0, qs)>(w, two, dw,
-                                                                                                       mw);
-  }
-};
-
-template <>
-struct BytePair<BlockQ5_1> {
-  static constexpr int32_t kOffset = 0;
-  static constexpr size_t Weight(size_t i) { return PairWeightQ4(i); }
-  static KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Decode(const BlockQ5_1* w, bool two, __m512* dw, __m512* mw) {
-    return DecodeNibblePair<sizeof(BlockQ5_1), true, offsetof(BlockQ5_1, qh), offsetof(BlockQ5_1, qs)>(w, two, dw,
-                                                                                                      mw);
+  static KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Decode(const Block* w, bool two, __m512* dw, __m512* mw) {
+    constexpr int kQh = [] {
+      if constexpr (kFifthBit) {
+        return static_cast<int>(offsetof(Block, qh));
+      } else {
+        return -1;
+      }
+    }();
+    return DecodeNibblePair<sizeof(Block), kHasMin<Block>, kQh, offsetof(Block, qs)>(w, two, dw, mw);
   }
 };
 

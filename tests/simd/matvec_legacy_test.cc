@@ -34,14 +34,7 @@ namespace {
 constexpr double kUnitRoundoff = 0x1.0p-24;
 
 // The types on the int8-activation kernels, from the table.
-std::vector<WeightType> Int8Types() {
-  std::vector<WeightType> out;
-  for (int i = 0; i < kNumWeightTypes; ++i) {
-    const auto t = static_cast<WeightType>(i);
-    if (GetWeightFormat(t).kernel == WeightKernel::kInt8) out.push_back(t);
-  }
-  return out;
-}
+std::vector<WeightType> Int8Types() { return TypesWithKernel(WeightKernel::kInt8); }
 
 // N(0, 1) activations with, when long enough, a zero block, an outlier and a
 // block of .5 ties (x·(1/dx) on the rounding midpoints: dx = 127/127).

@@ -40,6 +40,16 @@ inline std::vector<size_t> HalfFields(WeightType t) {
   }
 }
 
+// The weight types of one kernel family, in table order.
+inline std::vector<WeightType> TypesWithKernel(WeightKernel k) {
+  std::vector<WeightType> out;
+  for (int i = 0; i < kNumWeightTypes; ++i) {
+    const auto t = static_cast<WeightType>(i);
+    if (GetWeightFormat(t).kernel == k) out.push_back(t);
+  }
+  return out;
+}
+
 struct TestMatrix {
   std::vector<uint8_t> bytes;
   MatrixView view;
