@@ -1,6 +1,5 @@
 // Per-target decoders of the legacy 32-weight blocks read through the
-// block-tile kernels (Q4_1, Q5_0, Q5_1, IQ4_NL) and of the IQ4_XS
-// super-block, which shares IQ4_NL's codebook: block → 32 (256) f32 values,
+// block-tile kernels (Q4_1, Q5_0, Q5_1, IQ4_NL): block → 32 f32 values,
 // the same f32 operations as the table's scalar dequantizers
 // (weight_format.cc), so the values are ggml's bit for bit. Needs
 // Lanes(df) ≤ 16 (a half block); matvec_blocks.cc falls back to the table
@@ -109,15 +108,6 @@ HWY_INLINE void DecodeIq4Codes(DF df, const uint8_t* qs, float d, float* y) {
     const auto q = LoadBytesI32(df, qs + j);
     hn::StoreU(hn::Mul(vd, Iq4Lookup(df, hn::And(q, hn::Set(di, 15)))), df, y + j);
     hn::StoreU(hn::Mul(vd, Iq4Lookup(df, hn::ShiftRight<4>(q))), df, y + j + 16);
-  }
-}
-
-template <class DF>
-HWY_INLINE void DecodeIQ4_XS(DF df, const BlockIQ4_XS& b, float* y) {
-  const float d = HalfToFloat(b.d);
-  for (int ib = 0; ib < kSuperBlock / 32; ++ib) {
-    const int ls = ((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b.scales_h >> 2 * ib) & 3) << 4);
-    DecodeIq4Codes(df, b.qs + 16 * ib, d * (ls - 32), y + 32 * ib);
   }
 }
 

@@ -1,8 +1,7 @@
 // Matrix products over the block formats of WeightKernel::kBlockTile, per
 // Highway target. Weights are never dequantized as a matrix: each row is
-// decoded 256 weights at a time (one K-quant super-block, or 8 legacy blocks)
-// into a 1 KiB stack tile by the per-family vector decoders
-// (decode_kquant-inl.h, decode_legacy-inl.h), which then meets the f32
+// decoded 256 weights at a time (8 legacy blocks) into a 1 KiB stack tile by
+// the vector decoders (decode_legacy-inl.h), which then meets the f32
 // activations in vector FMAs. The decoded values are ggml's exactly
 // (weight_format.h), so the only error against exact arithmetic is the f32
 // accumulation. Decode costs once per row and per pass of up to kVecTile
@@ -25,7 +24,6 @@
 #define HWY_TARGET_INCLUDE "simd/matvec_blocks.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
-#include "simd/decode_kquant-inl.h"
 #include "simd/decode_legacy-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -147,9 +145,6 @@ HWY_INLINE void DecodeTile(DF df, const WeightFormat& f, const uint8_t* src, siz
         DecodeIq4Codes(df, q.qs, HalfToFloat(q.d), y);
         break;
       }
-      case WeightType::kIQ4_XS: DecodeIQ4_XS(df, *reinterpret_cast<const BlockIQ4_XS*>(b), y); break;
-      case WeightType::kQ2_K: DecodeQ2_K(df, *reinterpret_cast<const BlockQ2_K*>(b), y); break;
-      case WeightType::kQ3_K: DecodeQ3_K(df, *reinterpret_cast<const BlockQ3_K*>(b), y); break;
       default: return f.dequantize(src, out, len);
     }
   }

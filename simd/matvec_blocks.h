@@ -1,5 +1,5 @@
 // Internal to simd/: products with the block formats whose kernel family is
-// WeightKernel::kBlockTile (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS).
+// WeightKernel::kBlockTile (Q4_1, Q5_0, Q5_1, IQ4_NL).
 // model_kernels.cc routes MatVec/MatMul here; callers use model_kernels.h.
 #ifndef KVEDGE_SIMD_MATVEC_BLOCKS_H_
 #define KVEDGE_SIMD_MATVEC_BLOCKS_H_
