@@ -297,8 +297,9 @@ std::vector<float> RunTokens(const ModelWeights& model, const std::vector<int>& 
 class PresetTest : public ::testing::TestWithParam<const char*> {};
 
 // Point 4: distribution-level agreement with llama.cpp (which rounds
-// activations to 8 bits before each quantized matmul; kvedge's block-tile
-// kernels do not, so exact agreement is not expected).
+// activations to 8 bits before each quantized matmul, as kvedge's integer
+// kernels do, but not in the same float order, so exact agreement is not
+// expected).
 TEST_P(PresetTest, MatchesLlamaCppLogits) {
   const std::string preset = GetParam();
   const std::string name = "stories260K-pad256-" + preset;
