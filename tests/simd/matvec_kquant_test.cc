@@ -9,11 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <memory>
 #include <random>
 #include <vector>
 
-#include "platform/thread_arena.h"
 #include "simd/float16.h"
 #include "simd/matvec_kquant.h"
 #include "simd/model_kernels.h"
@@ -268,18 +266,7 @@ void TestKQuantRowRangesAndExtremeBlocks() {
 // MatMul (tiles of 4 vectors and their tails) and multi-threaded MatVec
 // equal single-threaded MatVec bit for bit.
 void TestKQuantMatMulAndThreads() {
-  std::mt19937 rng(47);
-  std::unique_ptr<ThreadArena> arena = ThreadArena::Create(3).value();
-  for (WeightType t : kTypes) {
-    for (size_t cols : {size_t{512}, size_t{16384 + 256}}) {
-      const size_t rows = 37;
-      const TestMatrix m = RandomMatrix(t, rows, cols, rng);
-      for (size_t n : {1u, 2u, 4u, 5u, 9u}) {
-        const std::vector<float> x = RandomVector(n * cols, rng);  // [n][cols]
-        ASSERT_NO_FATAL_FAILURE(ExpectMatMulEqualsMatVec(m.view, x, n, arena.get()));
-      }
-    }
-  }
+  ExpectMatMulEqualsMatVecForTypes({std::begin(kTypes), std::end(kTypes)}, {512, 16384 + 256}, 47, RandomVector);
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

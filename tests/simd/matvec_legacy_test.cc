@@ -9,11 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <memory>
 #include <random>
 #include <vector>
 
-#include "platform/thread_arena.h"
 #include "simd/float16.h"
 #include "simd/model_kernels.h"
 #include "simd/model_kernels_ref.h"
@@ -161,18 +159,7 @@ void TestLegacyIntExtremeBlocks() {
 // MatMul (tiles of 4 and 8 vectors and their tails) and multi-threaded
 // MatVec equal single-threaded MatVec bit for bit.
 void TestLegacyIntMatMulAndThreads() {
-  std::mt19937 rng(67);
-  std::unique_ptr<ThreadArena> arena = ThreadArena::Create(3).value();
-  for (WeightType t : Int8Types()) {
-    for (size_t cols : {size_t{96}, size_t{4096 + 32}}) {
-      const size_t rows = 37;
-      const TestMatrix m = RandomMatrix(t, rows, cols, rng);
-      for (size_t n : {1u, 2u, 4u, 5u, 9u}) {
-        const std::vector<float> x = RandomVector(n * cols, rng);  // [n][cols]
-        ASSERT_NO_FATAL_FAILURE(ExpectMatMulEqualsMatVec(m.view, x, n, arena.get()));
-      }
-    }
-  }
+  ExpectMatMulEqualsMatVecForTypes(Int8Types(), {96, 4096 + 32}, 67, RandomVector);
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

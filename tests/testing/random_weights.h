@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <algorithm>
 #include <random>
 #include <vector>
@@ -87,6 +88,26 @@ inline void ExpectMatMulEqualsMatVec(const MatrixView& m, const std::vector<floa
       std::fill(y.begin(), y.end(), -1.0f);
       MatVec(m, x.data(), y.data(), a);
       for (size_t r = 0; r < rows; ++r) ASSERT_EQ(y[r], want[r]) << WeightTypeName(m.type) << " r=" << r;
+    }
+  }
+}
+
+// ExpectMatMulEqualsMatVec for a random 37-row matrix of each type at each
+// column count, with n = 1, 2, 4, 5, 9 input vectors (the 4- and 8-vector
+// tiles and their tails) and a 3-thread arena. make_x(count, rng) gives
+// count activations.
+template <class MakeX>
+void ExpectMatMulEqualsMatVecForTypes(const std::vector<WeightType>& types, const std::vector<size_t>& cols_list,
+                                      uint32_t seed, MakeX make_x) {
+  std::mt19937 rng(seed);
+  std::unique_ptr<ThreadArena> arena = ThreadArena::Create(3).value();
+  for (WeightType t : types) {
+    for (size_t cols : cols_list) {
+      const TestMatrix m = RandomMatrix(t, 37, cols, rng);
+      for (size_t n : {1u, 2u, 4u, 5u, 9u}) {
+        const std::vector<float> x = make_x(n * cols, rng);  // [n][cols]
+        ASSERT_NO_FATAL_FAILURE(ExpectMatMulEqualsMatVec(m.view, x, n, arena.get()));
+      }
     }
   }
 }
