@@ -32,7 +32,9 @@ class ClientSocket {
   // True once the peer closed the connection (only its end of stream is left
   // to read) or reset it. Bytes still unread (a pipelined request) mean it
   // is there. A client that half-closes (shutdown(SHUT_WR)) yet still reads
-  // counts as gone; HTTP/1.1 clients do not do that. Never blocks.
+  // counts as gone; HTTP/1.1 clients do not do that. A peer that vanished
+  // without a FIN or RST shows up once the connection's keepalive or user
+  // timeout (set by HttpServer on every connection) ends it. Never blocks.
   bool Gone() const;
 
  private:

@@ -2,6 +2,9 @@
 #include "runtime/server/http_server.h"
 
 #include <httplib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <ctime>
@@ -15,6 +18,28 @@
 
 namespace kvedge::server {
 namespace {
+
+// Options of the listening socket; Linux copies them to every accepted
+// connection. They replace httplib's default, which sets SO_REUSEPORT: with
+// it a second server could bind the same port and take a share of the
+// connections (and, with another session directory, of the conversations).
+// SO_REUSEADDR still lets a restarted server bind at once. Keepalive (idle
+// kKeepIdleS, then kKeepCount probes kKeepIntervalS apart) and
+// TCP_USER_TIMEOUT end a connection whose peer vanished without a FIN or RST
+// (power lost, network gone): ClientSocket::Gone then sees the error and the
+// sequence stops, where it would otherwise decode to max_tokens.
+constexpr int kKeepIdleS = 15, kKeepIntervalS = 5, kKeepCount = 3;
+constexpr unsigned kUserTimeoutMs = 30000;
+
+void ServerSocketOptions(socket_t sock) {
+  const int yes = 1;
+  setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  setsockopt(sock, SOL_SOCKET, SO_KEEPALIVE, &yes, sizeof(yes));
+  setsockopt(sock, IPPROTO_TCP, TCP_KEEPIDLE, &kKeepIdleS, sizeof(kKeepIdleS));
+  setsockopt(sock, IPPROTO_TCP, TCP_KEEPINTVL, &kKeepIntervalS, sizeof(kKeepIntervalS));
+  setsockopt(sock, IPPROTO_TCP, TCP_KEEPCNT, &kKeepCount, sizeof(kKeepCount));
+  setsockopt(sock, IPPROTO_TCP, TCP_USER_TIMEOUT, &kUserTimeoutMs, sizeof(kUserTimeoutMs));
+}
 
 using Json = nlohmann::json;
 
@@ -106,6 +131,7 @@ void HttpServer::Routes() {
   s.set_read_timeout(options_.read_timeout_s, 0);
   s.set_write_timeout(options_.write_timeout_s, 0);
   s.set_keep_alive_max_count(100);
+  s.set_socket_options(ServerSocketOptions);
   const int threads = options_.handler_threads;
   s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
 

@@ -77,6 +77,7 @@ StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(const ModelWeig
   std::error_code ec;
   std::filesystem::create_directories(m->options_.dir, ec);
   if (ec) return IoError("cannot create the session directory '" + m->options_.dir + "': " + ec.message());
+  KVEDGE_ASSIGN_OR_RETURN(m->dir_lock_, DirLock::Acquire(m->options_.dir));
   std::filesystem::directory_iterator it(m->options_.dir, ec);
   if (ec) return IoError("cannot read the session directory '" + m->options_.dir + "': " + ec.message());
   for (const auto& f : it) {

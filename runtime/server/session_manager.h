@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "platform/dir_lock.h"
 #include "platform/status.h"
 #include "runtime/chat/conversation.h"
 #include "runtime/engine/session.h"
@@ -78,9 +79,10 @@ class SessionManager {
  public:
   // Measures one session's reservation and indexes the saved sessions in
   // `dir` (created if missing; files that are not readable saved sessions
-  // are reported in *warnings and left alone). Errors: a budget that holds
-  // no session (naming both sizes), a session directory that cannot be
-  // created or read.
+  // are reported in *warnings and left alone). The directory is locked
+  // (DirLock) for the manager's lifetime. Errors: a budget that holds no
+  // session (naming both sizes), a session directory that cannot be created
+  // or read, or that another process (server) holds.
   static StatusOr<std::unique_ptr<SessionManager>> Create(const ModelWeights& model, const Tokenizer& tokenizer,
                                                           SessionManagerOptions options,
                                                           std::vector<std::string>* warnings);
@@ -133,6 +135,7 @@ class SessionManager {
   const ModelWeights& model_;
   const Tokenizer& tokenizer_;
   SessionManagerOptions options_;
+  DirLock dir_lock_;  // held while options_.dir is in use (none without a directory)
   chat::ConversationOptions text_options_;
   uint64_t per_session_bytes_ = 0;
   uint64_t arena_bytes_ = 0;  // one session's KV arena

@@ -177,6 +177,16 @@ session=$(json "${work}/turn1.json" 'd["kvedge"]["session"]')
 stop "${PID}"
 [[ -f "${work}/sessions/${session}.kvs" ]] || fail "SIGTERM saved no session file for ${session}"
 start main2 --api-key "${KEY}" --session-dir "${work}/sessions" -c 256
+# A second server on the same session directory (or port) is refused: it
+# would overwrite the first one's conversations.
+rc=0
+timeout 60 "${kvedge}" serve "${model[@]}" --port 0 -t 1 --session-dir "${work}/sessions" >/dev/null 2>"${work}/rival.err" || rc=$?
+[[ ${rc} -ne 0 ]] && grep -q "is in use by another process (pid ${PID})" "${work}/rival.err" ||
+  fail "a second server on the same --session-dir: exit ${rc}, $(cat "${work}/rival.err")"
+rc=0
+timeout 60 "${kvedge}" serve "${model[@]}" --port "${PORT}" -t 1 >/dev/null 2>"${work}/rival.err" || rc=$?
+[[ ${rc} -ne 0 ]] && grep -q "cannot bind" "${work}/rival.err" ||
+  fail "a second server on port ${PORT}: exit ${rc}, $(cat "${work}/rival.err")"
 # The third turn continues the saved session.
 turn3=$(python3 -c 'import json,sys; t=json.loads(sys.argv[1]); r=json.load(open(sys.argv[2]))["choices"][0]["message"]["content"]; t["messages"] += [{"role":"assistant","content":r},{"role":"user","content":"The end?"}]; print(json.dumps(t))' "${turn2}" "${work}/turn2.json")
 req POST /v1/chat/completions "${turn3}"; expect 200 "" "after restart"

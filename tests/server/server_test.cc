@@ -5,10 +5,12 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -511,6 +513,73 @@ TEST_F(ServerTest, ANonStreamingClientThatLeavesStopsItsSequence) {
   close(next);
   EXPECT_EQ(reply.rfind("HTTP/1.1 200", 0), 0u) << reply;
   EXPECT_NE(reply.find("\"completion_tokens\":4"), std::string::npos) << reply;
+  http.Stop();
+  serving.join();
+  s->Drain();
+}
+
+// The served end of the connection from local port `client_port` to
+// `port` (this process is both ends), or -1.
+int ServedSocket(int port, int client_port) {
+  for (const auto& f : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::atoi(f.path().filename().c_str());
+    sockaddr_in local{}, peer{};
+    socklen_t ll = sizeof(local), pl = sizeof(peer);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 || local.sin_family != AF_INET ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) {
+      continue;
+    }
+    if (ntohs(local.sin_port) == port && ntohs(peer.sin_port) == client_port) return fd;
+  }
+  return -1;
+}
+
+// One owner per session directory and per port; accepted connections carry
+// keepalive and a user timeout, so a peer that vanishes without a FIN ends
+// its connection (and ClientSocket::Gone sees it) within a minute.
+TEST_F(ServerTest, OneOwnerPerDirectoryAndPortAndVanishedPeersTimeOut) {
+  auto m = Manager(1);
+  std::vector<std::string> warnings;
+  auto second = SessionManager::Create(*model_, *tok_, Options(1), &warnings);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find("is in use by another process"), std::string::npos)
+      << second.status().message();
+
+  auto s = NewScheduler(*m, 1);
+  HttpOptions ho;
+  ho.port = 0;
+  ho.model_name = "stories";
+  HttpServer http(*m, *s, *tok_, Options(1).chat, ho);
+  auto port = http.Bind();
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  HttpOptions same = ho;
+  same.port = *port;
+  HttpServer rival(*m, *s, *tok_, Options(1).chat, same);
+  auto rival_port = rival.Bind();
+  ASSERT_FALSE(rival_port.ok()) << "a second server bound port " << *port;
+  EXPECT_NE(rival_port.status().message().find("cannot bind"), std::string::npos) << rival_port.status().message();
+
+  std::thread serving([&] { http.Run(); });
+  const int client = Connect(*port);
+  ASSERT_GE(client, 0);
+  int served = -1;
+  ASSERT_TRUE(WaitFor(10, [&] { return (served = ServedSocket(*port, LocalPort(client))) >= 0; }));
+  int keepalive = 0, idle = 0, count = 0;
+  unsigned user_timeout = 0;
+  socklen_t len = sizeof(int);
+  ASSERT_EQ(getsockopt(served, SOL_SOCKET, SO_KEEPALIVE, &keepalive, &len), 0);
+  ASSERT_EQ(getsockopt(served, IPPROTO_TCP, TCP_KEEPIDLE, &idle, &len), 0);
+  ASSERT_EQ(getsockopt(served, IPPROTO_TCP, TCP_KEEPCNT, &count, &len), 0);
+  len = sizeof(user_timeout);
+  ASSERT_EQ(getsockopt(served, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, &len), 0);
+  EXPECT_EQ(keepalive, 1);
+  EXPECT_GT(idle, 0);
+  EXPECT_LE(idle, 60);
+  EXPECT_GT(count, 0);
+  EXPECT_GT(user_timeout, 0u);
+  EXPECT_LE(user_timeout, 60000u);
+  close(client);
   http.Stop();
   serving.join();
   s->Drain();
