@@ -14,9 +14,10 @@ namespace kvedge {
 // Y[v][w.rows] = X[v][w.cols] · Wᵀ for v < n, rows [row_begin, row_end) only.
 // w: kRows layout, a kInt8K type. The same result as KQuantRows
 // (matvec_kquant.h) — ref::MatVecRowsQ8K's per (row, vector) fold — bit for
-// bit: on AVX-512 VNNI each weight super-block is decoded once per 4-row tile
-// and applied to up to 16 vectors held in the lanes; other targets run
-// KQuantRows.
+// bit: on AVX-512 VNNI, 2–3 vectors run the single-row kernel per vector over
+// L2-sized row tiles; more have each weight super-block decoded once per
+// 4-row tile and applied to up to 16 vectors held in the lanes; other
+// targets run KQuantRows.
 void KQuantBatchRows(const MatrixView& w, const float* x, size_t n, float* y, size_t row_begin, size_t row_end);
 
 }  // namespace kvedge

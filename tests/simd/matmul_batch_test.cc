@@ -1,8 +1,8 @@
 // The batched-decode K-quant MatMul (matmul_batch.cc) against the
 // single-row kernel and llama.cpp's integer dot product (ref::MatVecRowsQ8K),
 // bit for bit, once per compiled Highway target (the fixture restricts
-// dispatch to that target): every batch size 1…17 (the 8- and 16-lane passes
-// and their tails), row counts that are not multiples of the 4-row tile,
+// dispatch to that target): every batch size 1…17 (the per-vector row tiles,
+// the 8- and 16-lane passes and their tails), row counts that are not multiples of the 4-row tile,
 // column counts across the 16-super-block activation chunk, zero and outlier
 // activation super-blocks, on no arena and on a 3-thread one.
 #include <algorithm>
@@ -58,7 +58,9 @@ void TestBatchMatMulEqualsMatVec() {
   std::mt19937 rng(61);
   std::unique_ptr<ThreadArena> arena = ThreadArena::Create(3).value();
   for (WeightType t : kTypes) {
-    for (const auto& [rows, cols] : {std::pair<size_t, size_t>{37, 256}, {6, 2304}, {13, 16 * 256 + 3 * 256}}) {
+    // 101 × 4864: several of the per-vector path's L2 row tiles (2–3 vectors).
+    for (const auto& [rows, cols] :
+         {std::pair<size_t, size_t>{37, 256}, {6, 2304}, {13, 16 * 256 + 3 * 256}, {101, 16 * 256 + 3 * 256}}) {
       const TestMatrix m = RandomMatrix(t, rows, cols, rng);
       for (size_t n = 1; n <= 17; ++n) {
         const std::vector<float> x = RandomBatch(n, cols, rng);
