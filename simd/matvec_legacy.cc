@@ -27,6 +27,7 @@
 
 #include "simd/matvec_legacy.h"
 #include "simd/model_kernels.h"
+#include "simd/arm_dotprod.h"
 #include "simd/x86_vnni.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -37,6 +38,7 @@
 
 // Per-target helpers.
 #include "simd/legacy_int-inl.h"
+#include "simd/matvec_legacy_arm-inl.h"  // ARM sdot/svdot tiles (KVEDGE_HWY_ARM_DOT_TARGET)
 
 HWY_BEFORE_NAMESPACE();
 namespace kvedge {
@@ -240,6 +242,9 @@ struct WordChunk {
   int16_t q[kChunkCols];   // [chunk cols] int8 codes held in int16
   float dx[kChunkBlocks];  // [chunk blocks] scales
   float sx[kChunkBlocks];  // [chunk blocks] dx·Σq, 0 from nb to nb rounded to 16 (kHasMin only)
+#if KVEDGE_HWY_ARM_DOT_TARGET
+  int8_t q8[kChunkCols];  // [chunk cols] the codes as int8 (ArmDotTile)
+#endif
 };
 
 // dx·Σq per block (the min term's activation side) for blocks [0, nb), 0 up
@@ -258,6 +263,9 @@ template <class Block>
 HWY_INLINE void PrepareChunk(const float* x, size_t nb, WordChunk* c) {
   QuantizeActivations(x, nb, c->q, c->dx);
   if constexpr (kHasMin<Block>) BlockCodeSums(c->q, c->dx, nb, c->sx);
+#if KVEDGE_HWY_ARM_DOT_TARGET
+  for (size_t i = 0; i < nb * kQuantBlock; ++i) c->q8[i] = static_cast<int8_t>(c->q[i]);
+#endif
 }
 
 // Scale scratch of the int16 path: per row group the f32 block scales of
@@ -275,10 +283,18 @@ struct WordScales {
   }
 };
 
-// Tile kernel of the int16 path (QuantTile) on prepared word chunks.
+// Tile kernel of the int16 path (QuantTile) on prepared word chunks; on ARM
+// the sdot/svdot tile (matvec_legacy_arm-inl.h) where the CPU has it.
 template <class Block, size_t R, size_t V>
 HWY_INLINE void TileKernel(const Block* const* w, const WordChunk* const* xc, const float* s, size_t nb,
                            size_t prefetch_ahead, float* out) {
+#if KVEDGE_HWY_ARM_DOT_TARGET
+  if (UseArmDot()) {
+    const int8_t* xq8[V];
+    for (size_t v = 0; v < V; ++v) xq8[v] = xc[v]->q8;
+    return ArmDotTile<Block, R, V>(w, xq8, s, nb, prefetch_ahead, out);
+  }
+#endif
   const int16_t* xq[V];
   for (size_t v = 0; v < V; ++v) xq[v] = xc[v]->q;
   QuantTile<Block, R, V>(w, xq, s, nb, prefetch_ahead, out);
