@@ -26,6 +26,7 @@
 #include "simd/half_inline.h"
 #include "simd/matvec_kquant.h"
 #include "simd/weight_format.h"
+#include "simd/arm_dotprod.h"
 #include "simd/x86_vnni.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -47,6 +48,9 @@ struct ActChunk {
   HWY_ALIGN int16_t q[kChunkSuperBlocks * kSuperBlock];  // [super-block][256] codes
   float d[kChunkSuperBlocks];                            // [super-block] scales
   int32_t bsum16[kChunkSuperBlocks][16];                 // [super-block][group of 16] Σ codes
+#if KVEDGE_HWY_ARM_DOT_TARGET
+  int8_t q8[kChunkSuperBlocks * kSuperBlock];  // [super-block][256] the codes as int8 (matvec_kquant_arm-inl.h)
+#endif
 };
 
 // QuantizeRowQ8_K bit for bit, vectorized (NearestInt is nearbyint's
@@ -129,6 +133,9 @@ HWY_INLINE void PrepareChunk(const float* x, size_t nsb, ActChunk* c) {
     }
     c->d[s] = blocks[s].d;
     for (int j = 0; j < 16; ++j) c->bsum16[s][j] = blocks[s].bsums[j];
+#if KVEDGE_HWY_ARM_DOT_TARGET
+    std::memcpy(c->q8 + s * kSuperBlock, blocks[s].qs, kSuperBlock);
+#endif
   }
 }
 
@@ -402,6 +409,22 @@ HWY_INLINE float Dmin(const Block& b) {
   } else {
     return 0.0f;
   }
+}
+
+// acc + dw·dx·S (and − dmin·dx·M, M = Σ mins·bsums, for the types with
+// mins): the f32 fold of super-block s of a row with S = sum, in this order
+// on every path.
+template <class Block>
+HWY_INLINE float FoldSuperBlock(const Block& b, const ActChunk& xc, size_t s, int32_t sum, const int32_t* mins,
+                                float acc) {
+  const float dw = HalfToFloat(b.d), dmin = Dmin(b), dx = xc.d[s];
+  acc = std::fma(dw * dx, static_cast<float>(sum), acc);
+  if constexpr (KQuant<Block>::kHasMins) {
+    int32_t msum = 0;
+    for (int g = 0; g < 16; ++g) msum += mins[g] * xc.bsum16[s][g];
+    acc = std::fma(-(dmin * dx), static_cast<float>(msum), acc);
+  }
+  return acc;
 }
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
@@ -768,6 +791,9 @@ void AvxMatVecRows(const MatrixView& m, const float* x, float* y, size_t row_beg
 #if HWY_TARGET == HWY_AVX2
 #include "simd/matvec_kquant_avx2-inl.h"  // Avx2MatVecRows
 #endif
+#if KVEDGE_HWY_ARM_DOT_TARGET
+#include "simd/matvec_kquant_arm-inl.h"  // ArmKQuantChunkRows
+#endif
 
 // Rows [row_begin, row_end) × nv input vectors over super-blocks
 // [cb, cb + nsb) of each row; y[v·y_stride + r] carries each pair's running
@@ -790,16 +816,9 @@ HWY_NOINLINE void KQuantChunkRows(const Block* w, size_t nsb_row, size_t cb, siz
       } else {
         DecodeTile(row[s], tile, mins);
       }
-      const float dw = HalfToFloat(row[s].d), dmin = Dmin(row[s]);
       for (size_t v = 0; v < nv; ++v) {
-        const float dx = xc[v].d[s];
         const int32_t sum = nv == 1 ? fused : TileDot(tile, xc[v].q + s * kSuperBlock);
-        acc[v] = std::fma(dw * dx, static_cast<float>(sum), acc[v]);
-        if constexpr (KQuant<Block>::kHasMins) {
-          int32_t msum = 0;
-          for (int g = 0; g < 16; ++g) msum += mins[g] * xc[v].bsum16[s][g];
-          acc[v] = std::fma(-(dmin * dx), static_cast<float>(msum), acc[v]);
-        }
+        acc[v] = FoldSuperBlock(row[s], xc[v], s, sum, mins, acc[v]);
       }
     }
     for (size_t v = 0; v < nv; ++v) y[v * y_stride + r] = acc[v];
@@ -824,6 +843,12 @@ void KQuantRowsOf(const MatrixView& m, const float* x, size_t n, float* y, size_
     for (size_t cb = 0; cb < nsb_row; cb += kChunkSuperBlocks) {
       const size_t nsb = std::min(kChunkSuperBlocks, nsb_row - cb);
       for (size_t v = 0; v < nv; ++v) PrepareChunk(x + (v0 + v) * m.cols + cb * kSuperBlock, nsb, xc + v);
+#if KVEDGE_HWY_ARM_DOT_TARGET
+      if (nv == 1 && UseArmKDot()) {
+        ArmKQuantChunkRows(w, nsb_row, cb, nsb, xc[0], y + v0 * m.rows, row_begin, row_end);
+        continue;
+      }
+#endif
       KQuantChunkRows(w, nsb_row, cb, nsb, xc, nv, y + v0 * m.rows, m.rows, row_begin, row_end);
     }
   }
