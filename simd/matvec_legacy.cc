@@ -264,7 +264,9 @@ HWY_INLINE void PrepareChunk(const float* x, size_t nb, WordChunk* c) {
   QuantizeActivations(x, nb, c->q, c->dx);
   if constexpr (kHasMin<Block>) BlockCodeSums(c->q, c->dx, nb, c->sx);
 #if KVEDGE_HWY_ARM_DOT_TARGET
-  for (size_t i = 0; i < nb * kQuantBlock; ++i) c->q8[i] = static_cast<int8_t>(c->q[i]);
+  if (UseArmDot()) {
+    for (size_t i = 0; i < nb * kQuantBlock; ++i) c->q8[i] = static_cast<int8_t>(c->q[i]);
+  }
 #endif
 }
 
