@@ -134,7 +134,8 @@ HWY_INLINE void PrepareChunk(const float* x, size_t nsb, ActChunk* c) {
     c->d[s] = blocks[s].d;
     for (int j = 0; j < 16; ++j) c->bsum16[s][j] = blocks[s].bsums[j];
 #if KVEDGE_HWY_ARM_DOT_TARGET
-    std::memcpy(c->q8 + s * kSuperBlock, blocks[s].qs, kSuperBlock);
+    // Only where the dot path runs (UseArmKDot: every SVE target, NEON with dotprod).
+    if (HWY_TARGET != HWY_NEON || ArmHasDotProd()) std::memcpy(c->q8 + s * kSuperBlock, blocks[s].qs, kSuperBlock);
 #endif
   }
 }
@@ -412,16 +413,16 @@ HWY_INLINE float Dmin(const Block& b) {
 }
 
 // acc + dw·dx·S (and − dmin·dx·M, M = Σ mins·bsums, for the types with
-// mins): the f32 fold of super-block s of a row with S = sum, in this order
-// on every path.
+// mins): the f32 fold of one super-block of a row (scale dw, min scale dmin)
+// against one vector (scale dx, group sums bsum16[16]) with S = sum, in this
+// order on every path.
 template <class Block>
-HWY_INLINE float FoldSuperBlock(const Block& b, const ActChunk& xc, size_t s, int32_t sum, const int32_t* mins,
-                                float acc) {
-  const float dw = HalfToFloat(b.d), dmin = Dmin(b), dx = xc.d[s];
+HWY_INLINE float FoldSuperBlock(float dw, float dmin, float dx, int32_t sum, const int32_t* mins,
+                                const int32_t* bsum16, float acc) {
   acc = std::fma(dw * dx, static_cast<float>(sum), acc);
   if constexpr (KQuant<Block>::kHasMins) {
     int32_t msum = 0;
-    for (int g = 0; g < 16; ++g) msum += mins[g] * xc.bsum16[s][g];
+    for (int g = 0; g < 16; ++g) msum += mins[g] * bsum16[g];
     acc = std::fma(-(dmin * dx), static_cast<float>(msum), acc);
   }
   return acc;
@@ -816,9 +817,10 @@ HWY_NOINLINE void KQuantChunkRows(const Block* w, size_t nsb_row, size_t cb, siz
       } else {
         DecodeTile(row[s], tile, mins);
       }
+      const float dw = HalfToFloat(row[s].d), dmin = Dmin(row[s]);
       for (size_t v = 0; v < nv; ++v) {
         const int32_t sum = nv == 1 ? fused : TileDot(tile, xc[v].q + s * kSuperBlock);
-        acc[v] = FoldSuperBlock(row[s], xc[v], s, sum, mins, acc[v]);
+        acc[v] = FoldSuperBlock<Block>(dw, dmin, xc[v].d[s], sum, mins, xc[v].bsum16[s], acc[v]);
       }
     }
     for (size_t v = 0; v < nv; ++v) y[v * y_stride + r] = acc[v];

@@ -185,7 +185,7 @@ KVEDGE_ATTR_ARM_KDOT HWY_NOINLINE void ArmKQuantChunkRows(const Block* w, size_t
     float acc = cb == 0 ? 0.0f : y[r];
     for (size_t s = 0; s < nsb; ++s) {
       const int32_t sum = hn::GetLane(hn::SumOfLanes(d32, ArmKSums(row[s], xc.q8 + s * kSuperBlock, mins)));
-      acc = FoldSuperBlock(row[s], xc, s, sum, mins, acc);
+      acc = FoldSuperBlock<Block>(HalfToFloat(row[s].d), Dmin(row[s]), xc.d[s], sum, mins, xc.bsum16[s], acc);
     }
     y[r] = acc;
   }
