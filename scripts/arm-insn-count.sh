@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Guest instructions per decoded token of the aarch64 build under qemu-aarch64, per CPU model
-# (cortex-a72: NEON; max with SVE at 256 and 512 bits: the SVE2 target), so that ARM regressions
-# show without ARM hardware. ARM *timing* stays unmeasured: qemu's speed says nothing about a core's.
+# (cortex-a72: NEON without dotprod; neoverse-n1: NEON with sdot; max with SVE at 256 and 512 bits:
+# the SVE2 target), so that ARM regressions show without ARM hardware. ARM *timing* stays unmeasured: qemu's speed says nothing about a core's.
 #
 # How: qemu logs every translated block's instructions (-d in_asm) and every block it executes
 # (-d exec, nochain so none is skipped); scripts/qemu_insn_count.py sums the two. `kvedge bench`
@@ -9,12 +9,15 @@
 # (loading, filling and the first step cancel out).
 #
 # Usage: scripts/arm-insn-count.sh [--build build/aarch64] [--depth 4096] [--n 2] [--kv "int4 f16"]
-#        [--dims 512,2,8,1,1024,512,32768]
+#        [--dims 512,2,8,1,1024,512,32768] [--weights q4_0] [--cpus "cortex-a72 neoverse-n1 ..."]
+# --weights is synth's (q4_0, q8_0, f16 or a quantize preset such as Q4_K_M); --cpus the QEMU_CPU
+# models (default: cortex-a72 neoverse-n1 max,sve-default-vector-length=32 max,…=64).
 # Needs the aarch64 build (scripts/test.sh --only aarch64 or cmake --preset aarch64 && cmake --build
 # --preset aarch64 --target kvedge) and the host build's kvedge (for `synth`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build/aarch64 depth=4096 n=2 kvs="int4 f16" dims=512,2,8,1,1024,512,32768
+build=build/aarch64 depth=4096 n=2 kvs="int4 f16" dims=512,2,8,1,1024,512,32768 weights=q4_0
+cpus="cortex-a72 neoverse-n1 max,sve-default-vector-length=32 max,sve-default-vector-length=64"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
@@ -22,7 +25,9 @@ while [[ $# -gt 0 ]]; do
     --n) n="$2"; shift 2 ;;
     --kv) kvs="$2"; shift 2 ;;
     --dims) dims="$2"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --weights) weights="$2"; shift 2 ;;
+    --cpus) cpus="$2"; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "arm-insn-count: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -32,7 +37,7 @@ kvedge_host=build/release/kvedge
 [[ -x "${kvedge_host}" ]] || { echo "arm-insn-count: no ${kvedge_host} (build the release preset)" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "${work}"' EXIT
-"${kvedge_host}" synth --dims "${dims}" --weights q4_0 -o "${work}/m.gguf" >/dev/null
+"${kvedge_host}" synth --dims "${dims}" --weights "${weights}" -o "${work}/m.gguf" >/dev/null
 
 # count CPU KV N: guest instructions of `kvedge bench` decoding N tokens at the depth.
 count() {
@@ -52,15 +57,17 @@ count() {
   cat "${work}/count"
 }
 
-echo "guest instructions per decoded token, synth Q4_0 model (dims ${dims}), depth ${depth}, 1 thread"
+echo "guest instructions per decoded token, synth ${weights} model (dims ${dims}), depth ${depth}, 1 thread"
 echo
 echo "| CPU (Highway target) | KV format | instructions/token |"
 echo "|---|---|---|"
-for cpu in cortex-a72 "max,sve-default-vector-length=32" "max,sve-default-vector-length=64"; do
+for cpu in ${cpus}; do
   case "${cpu}" in
     cortex-a72) name="cortex-a72 (NEON)" ;;
+    neoverse-n1) name="neoverse-n1 (NEON + dotprod)" ;;
     *=32) name="SVE2, 256-bit" ;;
     *=64) name="SVE2, 512-bit" ;;
+    *) name="${cpu}" ;;
   esac
   for kv in ${kvs}; do
     a=$(count "${cpu}" "${kv}" "${n}")
