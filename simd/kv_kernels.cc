@@ -917,13 +917,6 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void ScoreKeyBlocksMultiVnni(KvFormat f, int d,
 }
 #endif  // HWY_TARGET == HWY_AVX3_DL
 
-#if HWY_TARGET == HWY_AVX2
-// In kv_kernels_avx2-inl.h (included below, after the value kernels it reuses).
-void Avx2ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTRICT q, size_t nq,
-                             const float* HWY_RESTRICT rot, const uint8_t* const* HWY_RESTRICT blocks, size_t n_blocks,
-                             float scale, float* HWY_RESTRICT scores, size_t scores_stride);
-#endif
-
 void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTRICT q, size_t nq,
                          const float* HWY_RESTRICT rot, const uint8_t* const* HWY_RESTRICT blocks, size_t n_blocks,
                          float scale, float* HWY_RESTRICT scores, size_t scores_stride) {
@@ -933,10 +926,6 @@ void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTR
 #if HWY_TARGET == HWY_AVX3_DL
   if (IsQuantized(f)) {
     return ScoreKeyBlocksMultiVnni(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores, scores_stride);
-  }
-#elif HWY_TARGET == HWY_AVX2
-  if (IsQuantized(f)) {
-    return Avx2ScoreKeyBlocksMulti(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores, scores_stride);
   }
 #endif
   const size_t half = static_cast<size_t>(rope_dim) / 2;
@@ -1417,10 +1406,6 @@ void AccumulateBlocksMultiT(DF df, KvFormat f, int d, const float* HWY_RESTRICT 
   }
 }
 
-#if HWY_TARGET == HWY_AVX2
-#include "simd/kv_kernels_avx2-inl.h"  // Avx2ScoreKeyBlocksMulti, Avx2AccumulateValueBlocksMulti
-#endif
-
 #if HWY_TARGET == HWY_AVX3_DL
 // ------------------------------ AVX-512 VNNI values (int8/int4, D ≥ 32, nq ≥ 2)
 //
@@ -1616,10 +1601,6 @@ void AccumulateValueBlocksMulti(KvFormat f, int d, const float* HWY_RESTRICT wei
 #if HWY_TARGET == HWY_AVX3_DL
   if (IsQuantized(f) && d >= kValueGroup) {
     return AccumulateValueBlocksMultiVnni(f, d, weights, weights_stride, nq, blocks, n_blocks, out);
-  }
-#elif HWY_TARGET == HWY_AVX2
-  if (IsQuantized(f) && d % kValueGroup == 0) {
-    return Avx2AccumulateValueBlocksMulti(f, d, weights, weights_stride, nq, blocks, n_blocks, out);
   }
 #endif
   const int half = d / 2;  // chunk pairs (c0, c0 + D/2) for every format
