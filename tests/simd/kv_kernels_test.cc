@@ -29,9 +29,9 @@ constexpr int kG = kKvBlockTokens;
 constexpr KvFormat kFormats[] = {KvFormat::kF32, KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4};
 constexpr int kHeadDims[] = {8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 256};
 // Query-group sizes for the multi-query kernels: the asked-for 1, 2, 3, 4, 8
-// plus 5 (a 4-group and a remainder on 8-wide targets), 9 (an 8-group plus
-// one; two value passes).
-constexpr size_t kQueryCounts[] = {1, 2, 3, 4, 5, 8, 9};
+// plus 5 (a 4-group and a remainder on 8-wide targets), 6, 7 (AVX2: 2-query
+// score tiles and a 1-query rest), 9 (an 8-group plus one; two value passes).
+constexpr size_t kQueryCounts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
 
 // Blocks at offsets no vector width divides (block b starts 4·(b % 3) bytes
 // past a fresh allocation), so no kernel may assume vector alignment. Blocks
