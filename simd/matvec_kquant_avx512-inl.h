@@ -81,6 +81,10 @@ HWY_NOINLINE void PrepareAvxChunk(const float* x, size_t nsb, BlockQ8_K* c) {
 struct AvxIndex {
   __m512i scale[4];      // int16 lane → its sub-block's scale lane, per code vector
   __m512i scale_odd[4];  // Q4_K/Q5_K: the same + 16 (the second row of a Q45Headers half)
+  // Q4_K/Q5_K on AVX3_DL: int16 lane → scale lane in the vpackssdw of the
+  // int32 sums of code vectors 2p and 2p + 1 (and + 16 as scale_odd).
+  __m512i pair[2];
+  __m512i pair_odd[2];
 };
 
 template <class Block>
@@ -92,10 +96,22 @@ KVEDGE_ATTR_KQ HWY_INLINE AvxIndex MakeAvxIndex() {
       idx[k][i] = static_cast<int16_t>((16 * order[4 * k + i / 8] + 2 * i % 16) / kScaleGroup<Block>);
     }
   }
+  HWY_ALIGN int16_t pair[2][32];
+  for (int p = 0; p < 2; ++p) {
+    for (int i = 0; i < 32; ++i) {  // int16 lane i: int32 lane 4·(i / 8) + i % 4 of code vector 2p + (i % 8) / 4
+      const int k = 2 * p + (i % 8) / 4, lane = 4 * (i / 8) + i % 4;
+      pair[p][i] = static_cast<int16_t>((16 * order[4 * k + lane / 4] + 4 * lane % 16) / kScaleGroup<Block>);
+    }
+  }
   AvxIndex out;
+  const __m512i k16 = _mm512_set1_epi16(16);
   for (int k = 0; k < 4; ++k) {
     out.scale[k] = _mm512_load_si512(idx[k]);
-    out.scale_odd[k] = _mm512_add_epi16(out.scale[k], _mm512_set1_epi16(16));
+    out.scale_odd[k] = _mm512_add_epi16(out.scale[k], k16);
+  }
+  for (int p = 0; p < 2; ++p) {
+    out.pair[p] = _mm512_load_si512(pair[p]);
+    out.pair_odd[p] = _mm512_add_epi16(out.pair[p], k16);
   }
   return out;
 }
@@ -138,10 +154,14 @@ KVEDGE_ATTR_KQ HWY_INLINE __m512i HighNibbles(__m512i v) {
 
 // One Q4_K (kQ5 false) or Q5_K super-block against activations a: the 16
 // lanes whose sum is S = Σ sc·q·x. sc: int16 lanes holding the block's 8
-// scales, found by the index vectors scale_idx (AvxIndex::scale or scale_odd).
+// scales, found by the index vectors of idx (odd: the scale_odd/pair_odd
+// ones). AVX3_DL: vpdpbusd sums 4 code × activation products per int32 lane
+// (|·| ≤ 4·31·127, fits int16), vpackssdw packs two code vectors' lanes
+// (exact) and one vpdpwssd per pair weights them by their scales; AVX3:
+// vpmaddubsw pairs weighted by vpdpwssd (vpmaddwd + add) per code vector.
 template <bool kQ5>
 KVEDGE_ATTR_KQ HWY_INLINE __m512i SumsQ45(const uint8_t* qh, const uint8_t* qs, const BlockQ8_K& a,
-                                          const __m512i* scale_idx, __m512i sc) {
+                                          const AvxIndex& idx, bool odd, __m512i sc) {
   const __m512i k15 = _mm512_set1_epi8(15);
   const __m512i l0 = _mm512_loadu_si512(qs), l1 = _mm512_loadu_si512(qs + 64);
   __m512i w[4] = {_mm512_and_si512(l0, k15), HighNibbles(l0), _mm512_and_si512(l1, k15), HighNibbles(l1)};
@@ -158,6 +178,17 @@ KVEDGE_ATTR_KQ HWY_INLINE __m512i SumsQ45(const uint8_t* qh, const uint8_t* qs, 
       w[k] = _mm512_mask_add_epi8(w[k], _mm512_test_epi8_mask(h, bits), w[k], k16);
     }
   }
+#if HWY_TARGET == HWY_AVX3_DL
+  __m512i d[4];
+  for (int k = 0; k < 4; ++k) {
+    d[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[k], _mm512_loadu_si512(a.qs + 64 * k));
+  }
+  const __m512i* pair = odd ? idx.pair_odd : idx.pair;
+  const __m512i acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_packs_epi32(d[0], d[1]),
+                                          _mm512_permutexvar_epi16(pair[0], sc));
+  return _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(d[2], d[3]), _mm512_permutexvar_epi16(pair[1], sc));
+#else
+  const __m512i* scale_idx = odd ? idx.scale_odd : idx.scale;
   // Two accumulators halve the vpdpwssd latency chain.
   __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
   for (int k = 0; k < 4; ++k) {
@@ -165,6 +196,7 @@ KVEDGE_ATTR_KQ HWY_INLINE __m512i SumsQ45(const uint8_t* qh, const uint8_t* qs, 
     acc[k & 1] = AddScaledPairs(acc[k & 1], p, _mm512_permutexvar_epi16(scale_idx[k], sc));
   }
   return _mm512_add_epi32(acc[0], acc[1]);
+#endif
 }
 
 // One super-block's products before the horizontal sums: S = Σ of s's 16
@@ -330,7 +362,7 @@ KVEDGE_ATTR_KQ HWY_INLINE void PassQ45(const Block* const* row, size_t s, const 
   for (size_t i = 0; i < 4; ++i) {
     const uint8_t* qh = nullptr;
     if constexpr (kQ5) qh = row[i][s].qh;
-    raw[i] = SumsQ45<kQ5>(qh, row[i][s].qs, a, i % 2 == 0 ? idx.scale : idx.scale_odd, i < 2 ? sm01 : sm23);
+    raw[i] = SumsQ45<kQ5>(qh, row[i][s].qs, a, idx, i % 2 == 1, i < 2 ? sm01 : sm23);
   }
   *sums = Sum16x4(raw[0], raw[1], raw[2], raw[3]);
   const __m256i pairs = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)),
@@ -393,12 +425,11 @@ KVEDGE_ATTR_KQ HWY_NOINLINE void AvxChunkRows(const Block* w, size_t nsb_row, si
         __m128i sums = Sum16x4(raw[0].s, raw[1].s, raw[2].s, raw[3].s);
         if constexpr (KQuant<Block>::kHasMins) {  // Q2_K
           const __m128i mins = Sum8x4(raw[0].m, raw[1].m, raw[2].m, raw[3].m);
-          uint16_t bits[2 * kRowsPerPass];  // [d × 4, dmin × 4]
-          for (size_t i = 0; i < kRowsPerPass; ++i) {
-            bits[i] = row[i][s].d;
-            bits[kRowsPerPass + i] = row[i][s].dmin;
-          }
-          const __m256 scales = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bits)));
+          uint32_t bits[kRowsPerPass];  // [row] d | dmin << 16
+          for (size_t i = 0; i < kRowsPerPass; ++i) std::memcpy(bits + i, &row[i][s].d, sizeof(bits[i]));
+          const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bits));
+          const __m256 scales = _mm256_permutexvar_ps(_mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7),
+                                                      _mm256_cvtph_ps(halves));  // [d × 4, dmin × 4]
           acc = _mm_fmadd_ps(_mm_mul_ps(_mm256_castps256_ps128(scales), dx), _mm_cvtepi32_ps(sums), acc);
           acc = _mm_fnmadd_ps(_mm_mul_ps(_mm256_extractf128_ps(scales, 1), dx), _mm_cvtepi32_ps(mins), acc);
         } else {
