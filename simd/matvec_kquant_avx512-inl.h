@@ -79,56 +79,92 @@ HWY_NOINLINE void PrepareAvxChunk(const float* x, size_t nsb, BlockQ8_K* c) {
 
 // Index vectors for vpermw, built once per call.
 struct AvxIndex {
-  __m512i scale[4];  // int16 lane → its sub-block's scale lane, per code vector
-  __m256i mins;      // Q4_K/Q5_K: lane i (a bsums of 16) → mins lane 8 + i/2
+  __m512i scale[4];      // int16 lane → its sub-block's scale lane, per code vector
+  __m512i scale_odd[4];  // Q4_K/Q5_K: the same + 16 (the second row of a Q45Headers half)
+  // Q4_K/Q5_K on AVX3_DL: int16 lane → scale lane in the vpackssdw of the
+  // int32 sums of code vectors 2p and 2p + 1 (and + 16 as scale_odd).
+  __m512i pair[2];
+  __m512i pair_odd[2];
 };
 
 template <class Block>
 KVEDGE_ATTR_KQ HWY_INLINE AvxIndex MakeAvxIndex() {
   HWY_ALIGN int16_t idx[4][32];
-  HWY_ALIGN int16_t mins[16];
   constexpr std::array<uint8_t, 16> order = AvxOrder<Block>();
   for (int k = 0; k < 4; ++k) {
     for (int i = 0; i < 32; ++i) {  // int16 lane i of code vector k: activation 16·order[4k + i/8] + 2i % 16
       idx[k][i] = static_cast<int16_t>((16 * order[4 * k + i / 8] + 2 * i % 16) / kScaleGroup<Block>);
     }
   }
-  for (int i = 0; i < 16; ++i) mins[i] = static_cast<int16_t>(8 + i / 2);
+  HWY_ALIGN int16_t pair[2][32];
+  for (int p = 0; p < 2; ++p) {
+    for (int i = 0; i < 32; ++i) {  // int16 lane i: int32 lane 4·(i / 8) + i % 4 of code vector 2p + (i % 8) / 4
+      const int k = 2 * p + (i % 8) / 4, lane = 4 * (i / 8) + i % 4;
+      pair[p][i] = static_cast<int16_t>((16 * order[4 * k + lane / 4] + 4 * lane % 16) / kScaleGroup<Block>);
+    }
+  }
   AvxIndex out;
-  for (int k = 0; k < 4; ++k) out.scale[k] = _mm512_load_si512(idx[k]);
-  out.mins = _mm256_load_si256(reinterpret_cast<const __m256i*>(mins));
+  const __m512i k16 = _mm512_set1_epi16(16);
+  for (int k = 0; k < 4; ++k) {
+    out.scale[k] = _mm512_load_si512(idx[k]);
+    out.scale_odd[k] = _mm512_add_epi16(out.scale[k], k16);
+  }
+  for (int p = 0; p < 2; ++p) {
+    out.pair[p] = _mm512_load_si512(pair[p]);
+    out.pair_odd[p] = _mm512_add_epi16(out.pair[p], k16);
+  }
   return out;
 }
 
-// The 8 scales and 8 mins of a Q4_K/Q5_K super-block as int16 lanes
-// [sc0 … sc7, m0 … m7]: UnpackScalesMins on 32-bit lanes. Reads 16 bytes at
-// packed (the 12 scale bytes and 4 bytes of the block's codes).
-KVEDGE_ATTR_KQ HWY_INLINE __m256i ScalesMins16(const uint8_t* packed) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));  // [u0 u1 u2 ·]
-  const __m128i a = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(v, 0x98), _mm_set_epi32(4, 0, 0, 0)),
-                                  _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));  // [u0 u2 u1 u2]
-  const __m128i b = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, 0x50), 2),
-                                  _mm_set_epi32(0x30303030, 0, 0x30303030, 0));  // [u0 u0 u1 u1]
-  return _mm256_cvtepu8_epi16(_mm_or_si128(a, b));
-}
-
-// One super-block's products before the horizontal sums: S = Σ of s's 16
-// lanes, M = Σ of m's 8.
-struct RawSums {
-  __m512i s;
-  __m256i m;
+// The headers of four Q4_K/Q5_K super-blocks (one per row of a pass), one
+// per 128-bit lane: [d | dmin << 16, u0, u1, u2] (u: the 12 packed scale
+// bytes as 32-bit words), and their 8 scales and 8 mins as bytes
+// [sc0 … sc7, m0 … m7] per lane: UnpackScalesMins on the four at once.
+struct Q45Headers {
+  __m512i raw;
+  __m512i scales_mins;
 };
 
-// Q4_K (kQ5 false) or Q5_K against activations a: S = Σ sc·q·x, M = Σ min·bsum.
+template <class Block>
+KVEDGE_ATTR_KQ HWY_INLINE Q45Headers LoadQ45Headers(const Block* const* row, size_t s) {
+  static_assert(offsetof(Block, scales) == 4 && sizeof(Block::scales) == 12);
+  const auto head = [&](size_t i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(&row[i][s])); };
+  __m512i v = _mm512_castsi128_si512(head(0));
+  v = _mm512_inserti32x4(v, head(1), 1);
+  v = _mm512_inserti32x4(v, head(2), 2);
+  v = _mm512_inserti32x4(v, head(3), 3);
+  const __m512i a = _mm512_and_si512(
+      _mm512_srlv_epi32(_mm512_shuffle_epi32(v, static_cast<_MM_PERM_ENUM>(0xED)),  // [u0 u2 u1 u2]
+                        _mm512_broadcast_i32x4(_mm_set_epi32(4, 0, 0, 0))),
+      _mm512_broadcast_i32x4(_mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f)));
+  const __m512i b = _mm512_and_si512(
+      _mm512_srli_epi32(_mm512_shuffle_epi32(v, static_cast<_MM_PERM_ENUM>(0xA5)), 2),  // [u0 u0 u1 u1]
+      _mm512_broadcast_i32x4(_mm_set_epi32(0x30303030, 0, 0x30303030, 0)));
+  return {v, _mm512_or_si512(a, b)};
+}
+
+// The high nibbles of 64 bytes: one GF(2) affine op on AVX3_DL (GFNI).
+KVEDGE_ATTR_KQ HWY_INLINE __m512i HighNibbles(__m512i v) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(0x1020408000000000ll), 0);  // bit i ← bit i + 4
+#else
+  return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(15));
+#endif
+}
+
+// One Q4_K (kQ5 false) or Q5_K super-block against activations a: the 16
+// lanes whose sum is S = Σ sc·q·x. sc: int16 lanes holding the block's 8
+// scales, found by the index vectors of idx (odd: the scale_odd/pair_odd
+// ones). AVX3_DL: vpdpbusd sums 4 code × activation products per int32 lane
+// (|·| ≤ 4·31·127, fits int16), vpackssdw packs two code vectors' lanes
+// (exact) and one vpdpwssd per pair weights them by their scales; AVX3:
+// vpmaddubsw pairs weighted by vpdpwssd (vpmaddwd + add) per code vector.
 template <bool kQ5>
-KVEDGE_ATTR_KQ HWY_INLINE RawSums SumsQ45(const uint8_t* packed, const uint8_t* qh, const uint8_t* qs,
-                                          const BlockQ8_K& a, const AvxIndex& idx) {
-  const __m256i sc16 = ScalesMins16(packed);
-  const __m512i scz = _mm512_castsi256_si512(sc16);
+KVEDGE_ATTR_KQ HWY_INLINE __m512i SumsQ45(const uint8_t* qh, const uint8_t* qs, const BlockQ8_K& a,
+                                          const AvxIndex& idx, bool odd, __m512i sc) {
   const __m512i k15 = _mm512_set1_epi8(15);
   const __m512i l0 = _mm512_loadu_si512(qs), l1 = _mm512_loadu_si512(qs + 64);
-  __m512i w[4] = {_mm512_and_si512(l0, k15), _mm512_and_si512(_mm512_srli_epi16(l0, 4), k15),
-                  _mm512_and_si512(l1, k15), _mm512_and_si512(_mm512_srli_epi16(l1, 4), k15)};
+  __m512i w[4] = {_mm512_and_si512(l0, k15), HighNibbles(l0), _mm512_and_si512(l1, k15), HighNibbles(l1)};
   if constexpr (kQ5) {
     // Bit 2c (low nibbles) or 2c+1 (high) of qh[l] is the fifth bit of
     // weight 32c + l; vector k's 256-bit halves take bits kLowBit[k] and
@@ -142,16 +178,33 @@ KVEDGE_ATTR_KQ HWY_INLINE RawSums SumsQ45(const uint8_t* packed, const uint8_t* 
       w[k] = _mm512_mask_add_epi8(w[k], _mm512_test_epi8_mask(h, bits), w[k], k16);
     }
   }
+#if HWY_TARGET == HWY_AVX3_DL
+  __m512i d[4];
+  for (int k = 0; k < 4; ++k) {
+    d[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[k], _mm512_loadu_si512(a.qs + 64 * k));
+  }
+  const __m512i* pair = odd ? idx.pair_odd : idx.pair;
+  const __m512i acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_packs_epi32(d[0], d[1]),
+                                          _mm512_permutexvar_epi16(pair[0], sc));
+  return _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(d[2], d[3]), _mm512_permutexvar_epi16(pair[1], sc));
+#else
+  const __m512i* scale_idx = odd ? idx.scale_odd : idx.scale;
   // Two accumulators halve the vpdpwssd latency chain.
   __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
   for (int k = 0; k < 4; ++k) {
     const __m512i p = _mm512_maddubs_epi16(w[k], _mm512_loadu_si512(a.qs + 64 * k));
-    acc[k & 1] = AddScaledPairs(acc[k & 1], p, _mm512_permutexvar_epi16(idx.scale[k], scz));
+    acc[k & 1] = AddScaledPairs(acc[k & 1], p, _mm512_permutexvar_epi16(scale_idx[k], sc));
   }
-  const __m256i mins = _mm256_permutexvar_epi16(idx.mins, sc16);
-  return {_mm512_add_epi32(acc[0], acc[1]),
-          _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)))};
+  return _mm512_add_epi32(acc[0], acc[1]);
+#endif
 }
+
+// One super-block's products before the horizontal sums: S = Σ of s's 16
+// lanes, M = Σ of m's 8.
+struct RawSums {
+  __m512i s;
+  __m256i m;
+};
 
 // Q6_K against activations a: S = Σ sc·q·x over the unsigned codes q =
 // (q − 32) + 32, M = Σ sc·bsum (the caller takes S − 32·M).
@@ -272,12 +325,9 @@ KVEDGE_ATTR_KQ HWY_INLINE RawSums AvxSums(const Block& b, const BlockQ8_K& a, co
     return SumsQ6(b, a, idx);
   } else if constexpr (kIsQ23<Block>) {
     return SumsQ23<std::is_same_v<Block, BlockQ3_K>>(b, a, idx);
-  } else if constexpr (std::is_same_v<Block, BlockIQ4_XS>) {
-    return SumsIQ4XS(b, a, idx);
-  } else if constexpr (std::is_same_v<Block, BlockQ5_K>) {
-    return SumsQ45<true>(b.scales, b.qh, b.qs, a, idx);
   } else {
-    return SumsQ45<false>(b.scales, nullptr, b.qs, a, idx);
+    static_assert(std::is_same_v<Block, BlockIQ4_XS>);
+    return SumsIQ4XS(b, a, idx);
   }
 }
 
@@ -286,8 +336,48 @@ KVEDGE_ATTR_KQ HWY_INLINE __m128i Sum8x4(__m256i v0, __m256i v1, __m256i v2, __m
   const __m256i g = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
   return _mm_add_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256(g, 1));
 }
-KVEDGE_ATTR_KQ HWY_INLINE __m256i Fold16(__m512i v) {
-  return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+// Lane i = Σ of v[i]'s 16 lanes: two interleave-and-add steps leave each
+// 128-bit lane holding [Σ v0, Σ v1, Σ v2, Σ v3] partial sums, then the four
+// 128-bit lanes are added.
+KVEDGE_ATTR_KQ HWY_INLINE __m128i Sum16x4(__m512i v0, __m512i v1, __m512i v2, __m512i v3) {
+  const __m512i v01 = _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
+  const __m512i v23 = _mm512_add_epi32(_mm512_unpacklo_epi32(v2, v3), _mm512_unpackhi_epi32(v2, v3));
+  const __m512i g = _mm512_add_epi32(_mm512_unpacklo_epi64(v01, v23), _mm512_unpackhi_epi64(v01, v23));
+  const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(g), _mm512_extracti64x4_epi64(g, 1));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+// One super-block column of a Q4_K/Q5_K pass: the four rows' S, M and
+// [d × 4, dmin × 4]. The headers are decoded together (LoadQ45Headers); M =
+// Σ_j min_j·(bsum_2j + bsum_2j+1), the Q8_K sums paired (each ≤ 32·127),
+// is one vpmaddwd per two rows against [0 × 8, pair sums] per 256 bits.
+template <class Block>
+KVEDGE_ATTR_KQ HWY_INLINE void PassQ45(const Block* const* row, size_t s, const BlockQ8_K& a, const AvxIndex& idx,
+                                       __m128i* sums, __m128i* mins, __m256* scales) {
+  constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_K>;
+  const Q45Headers h = LoadQ45Headers(row, s);
+  const __m512i sm01 = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(h.scales_mins));    // rows 0, 1
+  const __m512i sm23 = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(h.scales_mins, 1));  // rows 2, 3
+  __m512i raw[4];
+  for (size_t i = 0; i < 4; ++i) {
+    const uint8_t* qh = nullptr;
+    if constexpr (kQ5) qh = row[i][s].qh;
+    raw[i] = SumsQ45<kQ5>(qh, row[i][s].qs, a, idx, i % 2 == 1, i < 2 ? sm01 : sm23);
+  }
+  *sums = Sum16x4(raw[0], raw[1], raw[2], raw[3]);
+  const __m256i pairs = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)),
+                                          _mm256_set1_epi16(1));
+  const __m512i bsum32 = _mm512_maskz_broadcast_i32x4(0xF0F0, _mm256_cvtepi32_epi16(pairs));
+  // Row i's four pair products in 128-bit lane i, then summed in the lane.
+  __m512i m = _mm512_shuffle_i32x4(_mm512_madd_epi16(sm01, bsum32), _mm512_madd_epi16(sm23, bsum32), 0xDD);
+  m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, static_cast<_MM_PERM_ENUM>(0x4E)));
+  m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, static_cast<_MM_PERM_ENUM>(0xB1)));
+  // [d | dmin × 4, M × 4] from lane 0 of each 128-bit lane of raw and m.
+  const __m256i dm = _mm512_castsi512_si256(
+      _mm512_permutex2var_epi32(h.raw, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0), m));
+  *mins = _mm256_extracti128_si256(dm, 1);
+  *scales = _mm256_permutexvar_ps(_mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7),
+                                  _mm256_cvtph_ps(_mm256_castsi256_si128(dm)));  // [d × 4, dmin × 4]
 }
 
 // y[r] for rows [row_begin, row_end) over super-blocks [cb, cb + nsb),
@@ -302,7 +392,6 @@ KVEDGE_ATTR_KQ HWY_NOINLINE void AvxChunkRows(const Block* w, size_t nsb_row, si
                                               const BlockQ8_K* xc, float* y, size_t row_begin, size_t row_end) {
   constexpr size_t kRowsPerPass = 4;
   const AvxIndex idx = MakeAvxIndex<Block>();
-  const __m256i deinterleave = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
   for (size_t r = row_begin; r < row_end; r += kRowsPerPass) {
     const size_t valid = std::min(kRowsPerPass, row_end - r);
     const __mmask8 mask = static_cast<__mmask8>((1u << valid) - 1);
@@ -323,29 +412,38 @@ KVEDGE_ATTR_KQ HWY_NOINLINE void AvxChunkRows(const Block* w, size_t nsb_row, si
           for (size_t o = 0; o < sizeof(Block); o += 64) hwy::Prefetch(p + o);
         }
       }
-      RawSums raw[kRowsPerPass];
-      for (size_t i = 0; i < kRowsPerPass; ++i) raw[i] = AvxSums(row[i][s], xc[s], idx);
-      __m128i sums = Sum8x4(Fold16(raw[0].s), Fold16(raw[1].s), Fold16(raw[2].s), Fold16(raw[3].s));
       const __m128 dx = _mm_set1_ps(xc[s].d);
-      if constexpr (KQuant<Block>::kHasMins) {
-        const __m128i mins = Sum8x4(raw[0].m, raw[1].m, raw[2].m, raw[3].m);
-        uint32_t bits[kRowsPerPass];  // [row] d | dmin << 16
-        for (size_t i = 0; i < kRowsPerPass; ++i) std::memcpy(bits + i, &row[i][s].d, sizeof(bits[i]));
-        const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bits));
-        const __m256 scales = _mm256_permutexvar_ps(deinterleave, _mm256_cvtph_ps(halves));  // [d × 4, dmin × 4]
+      if constexpr (kIsQ45<Block>) {
+        __m128i sums, mins;
+        __m256 scales;
+        PassQ45(row, s, xc[s], idx, &sums, &mins, &scales);
         acc = _mm_fmadd_ps(_mm_mul_ps(_mm256_castps256_ps128(scales), dx), _mm_cvtepi32_ps(sums), acc);
         acc = _mm_fnmadd_ps(_mm_mul_ps(_mm256_extractf128_ps(scales, 1), dx), _mm_cvtepi32_ps(mins), acc);
       } else {
-        if constexpr (kOffsetShift<Block> >= 0) {
+        RawSums raw[kRowsPerPass];
+        for (size_t i = 0; i < kRowsPerPass; ++i) raw[i] = AvxSums(row[i][s], xc[s], idx);
+        __m128i sums = Sum16x4(raw[0].s, raw[1].s, raw[2].s, raw[3].s);
+        if constexpr (KQuant<Block>::kHasMins) {  // Q2_K
           const __m128i mins = Sum8x4(raw[0].m, raw[1].m, raw[2].m, raw[3].m);
-          sums = _mm_sub_epi32(sums, _mm_slli_epi32(mins, kOffsetShift<Block>));
+          uint32_t bits[kRowsPerPass];  // [row] d | dmin << 16
+          for (size_t i = 0; i < kRowsPerPass; ++i) std::memcpy(bits + i, &row[i][s].d, sizeof(bits[i]));
+          const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bits));
+          const __m256 scales = _mm256_permutexvar_ps(_mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7),
+                                                      _mm256_cvtph_ps(halves));  // [d × 4, dmin × 4]
+          acc = _mm_fmadd_ps(_mm_mul_ps(_mm256_castps256_ps128(scales), dx), _mm_cvtepi32_ps(sums), acc);
+          acc = _mm_fnmadd_ps(_mm_mul_ps(_mm256_extractf128_ps(scales, 1), dx), _mm_cvtepi32_ps(mins), acc);
+        } else {
+          if constexpr (kOffsetShift<Block> >= 0) {
+            const __m128i mins = Sum8x4(raw[0].m, raw[1].m, raw[2].m, raw[3].m);
+            sums = _mm_sub_epi32(sums, _mm_slli_epi32(mins, kOffsetShift<Block>));
+          }
+          uint16_t d[kRowsPerPass];
+          for (size_t i = 0; i < kRowsPerPass; ++i) d[i] = row[i][s].d;
+          uint64_t packed;
+          std::memcpy(&packed, d, sizeof(packed));
+          const __m128 dw = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(packed)));
+          acc = _mm_fmadd_ps(_mm_mul_ps(dw, dx), _mm_cvtepi32_ps(sums), acc);
         }
-        uint16_t d[kRowsPerPass];
-        for (size_t i = 0; i < kRowsPerPass; ++i) d[i] = row[i][s].d;
-        uint64_t packed;
-        std::memcpy(&packed, d, sizeof(packed));
-        const __m128 dw = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(packed)));
-        acc = _mm_fmadd_ps(_mm_mul_ps(dw, dx), _mm_cvtepi32_ps(sums), acc);
       }
     }
     _mm_mask_storeu_ps(y + r, mask, acc);
