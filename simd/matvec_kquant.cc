@@ -476,9 +476,7 @@ void KQuantRowsOf(const MatrixView& m, const float* x, size_t n, float* y, size_
   if (n == 1) return AvxMatVecRows<Block>(m, x, y, row_begin, row_end);
 #endif
 #if HWY_TARGET == HWY_AVX2
-  if constexpr (kAvx2KQuant<Block>) {
-    if (n == 1) return Avx2MatVecRows<Block>(m, x, y, row_begin, row_end);
-  }
+  if (n == 1) return Avx2MatVecRows<Block>(m, x, y, row_begin, row_end);
 #endif
   const size_t nsb_row = m.cols / kSuperBlock;
   const Block* w = static_cast<const Block*>(m.data);  // [rows][cols/256] super-blocks

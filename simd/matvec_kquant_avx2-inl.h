@@ -1,14 +1,18 @@
-// MatVec of Q4_K, Q5_K and Q6_K on Q8_K activations with AVX2 (no AVX-512,
-// no VNNI): the codes stay bytes, 32 weights per ymm, eight rows per pass.
-// A fragment of matvec_kquant.cc: included inside its per-target namespace
-// for HWY_AVX2 only, after QuantizeQ8K, KQuant and UnpackScalesMins.
+// MatVec of every Q8_K-activation type (Q2_K … Q6_K, IQ4_XS) with AVX2 (no
+// AVX-512, no VNNI): the codes stay bytes, 32 weights per ymm, eight rows
+// per pass. A fragment of matvec_kquant.cc: included inside its per-target
+// namespace for HWY_AVX2 only, after QuantizeQ8K, KQuant and UnpackScalesMins.
 //
 // Per row and super-block, vpmaddubsw multiplies the unsigned code bytes
-// (Q4_K 0…15, Q5_K 0…31, Q6_K q + 32 = 0…63) by the int8 activation codes
-// into int16 pair sums (≤ 2·63·127, no saturation), and vpmaddwd weights
-// them by their sub-block scale into int32 lanes: S = Σ of the lanes, exact.
-// M (Q4_K/Q5_K: Σ min·bsum; Q6_K: Σ sc·bsum, S −= 32·M) is one vpmaddwd of
-// the scales or mins, spread to the 16 bsums lanes, against the Q8_K sums.
+// (Q2_K 0…3, Q3_K q + 4 = 0…7, Q4_K 0…15, Q5_K 0…31, Q6_K q + 32 = 0…63)
+// by the int8 activation codes into int16 pair sums (≤ 2·63·127, no
+// saturation), and vpmaddwd weights them by their sub-block scale into int32
+// lanes: S = Σ of the lanes, exact. M (Q2_K/Q4_K/Q5_K: Σ min·bsum; Q3_K and
+// Q6_K: Σ sc·bsum, S −= 4·M or 32·M) is one vpmaddwd of the scales or mins,
+// spread to the 16 bsums lanes, against the Q8_K sums. IQ4_XS levels are
+// signed (vpshufb of the codebook): vpmaddubsw takes |level| against the
+// activations with the levels' signs (vpsignb; |level·x| ≤ 127², a pair ≤
+// 32258), and has no M.
 // A Q4_K/Q5_K ymm of 32 code bytes holds sub-block 2j in its low nibbles and
 // 2j + 1 in its high ones, which is ggml's activation order: the Q8_K codes
 // are used as QuantizeQ8K writes them. Raw intrinsics: Highway 1.0.3 has no
@@ -17,9 +21,16 @@
 #error "matvec_kquant_avx2-inl.h is the HWY_AVX2 section of matvec_kquant.cc"
 #endif
 
+// Q3_K (2) and Q6_K (5) sum unsigned codes q + 2^shift: S −= M << shift;
+// −1: no offset (IQ4_XS has no M; the types with mins fold M themselves).
 template <class Block>
-constexpr bool kAvx2KQuant = std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K> ||
-                             std::is_same_v<Block, BlockQ6_K>;
+constexpr int kAvx2OffsetShift = std::is_same_v<Block, BlockQ6_K> ? 5 : std::is_same_v<Block, BlockQ3_K> ? 2 : -1;
+
+// IQ4_XS reads the 16 code bytes of two sub-blocks (of 32) as one ymm: its
+// low nibbles hold weights [0, 16) of each, its high nibbles [16, 32). The
+// chunk's activations are stored in that order (slot i of 16 codes holds
+// activations [16·order[i], +16)); the other types use ggml's order.
+constexpr uint8_t kAvx2Iq4Order[16] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
 
 // vpshufb indices (per 128-bit lane) that spread scales (bytes; Q6_K int16) to
 // int16 lanes; a 0x80 byte gives 0.
@@ -29,9 +40,12 @@ struct Avx2Index {
   // covers codes 16i … 16i + 15, sub-block i/2).
   HWY_ALIGN uint8_t q45_scale[8][32];
   HWY_ALIGN uint8_t q45_min[32];
-  // Q6_K, on the int16 scales [sc_8h … sc_8h+7] of half h in both 128-bit
-  // lanes: q6_scale[k] = sc_8h+2k in the low lane, sc_8h+2k+1 in the high one
-  // (code vector k of a half covers weights 32k … 32k + 31, a scale per 16).
+  // Q6_K, Q2_K and Q3_K, on the int16 scales [sc_8h … sc_8h+7] of half h
+  // in both 128-bit lanes: q6_scale[k] = sc_8h+2k in the low lane,
+  // sc_8h+2k+1 in the high one (code vector k of a half covers weights
+  // 32k … 32k + 31, a scale per 16). IQ4_XS, on its 8 int16 scales in both
+  // lanes: code vector k (kAvx2Iq4Order) has sub-block 2⌊k/2⌋ in its low
+  // lane and 2⌊k/2⌋ + 1 in its high one, so q6_scale[k/2] again.
   HWY_ALIGN uint8_t q6_scale[4][32];
 };
 
@@ -128,10 +142,85 @@ HWY_INLINE Avx2Sums Avx2SumsQ6(const BlockQ6_K& b, const BlockQ8_K& a) {
   return {_mm256_add_epi32(acc[0], acc[1]), _mm256_madd_epi16(sc16, Load32(a.bsums))};
 }
 
+
+// Q2_K (kQ3 false) or Q3_K against activations a (ggml order), a scale per
+// 16 weights: weight 128h + 32j + l is bit pair j of qs[32h + l] (Q3_K: + 4
+// when bit 4h + j of hmask[l] is set, the unsigned code q + 4). S = Σ sc·u·x,
+// M = Σ m·bsum with m the mins (Q2_K) or the scales (Q3_K: S − 4·M is the
+// caller's).
+template <bool kQ3, class Block>
+HWY_INLINE Avx2Sums Avx2SumsQ23(const Block& b, const BlockQ8_K& a) {
+  __m256i sc16, m16;  // [16] int16 scales, mins
+  if constexpr (kQ3) {
+    HWY_ALIGN int8_t packed[16];
+    UnpackQ3KScales(b.scales, packed);
+    sc16 = _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(packed))),
+                            _mm256_set1_epi16(32));
+    m16 = sc16;
+  } else {
+    const __m256i bytes = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+    sc16 = _mm256_and_si256(bytes, _mm256_set1_epi16(15));
+    m16 = _mm256_srli_epi16(bytes, 4);
+  }
+  const __m256i k3 = _mm256_set1_epi8(3);
+  __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+  for (int h = 0; h < 2; ++h) {
+    // [sc_8h … sc_8h+7] in both 128-bit lanes.
+    const __m256i table = _mm256_permute4x64_epi64(sc16, h == 0 ? 0x44 : 0xEE);
+    const __m256i q = Load32(b.qs + 32 * h);
+    for (int j = 0; j < 4; ++j) {
+      // 16-bit shifts are exact under the per-byte masks.
+      __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), k3);
+      if constexpr (kQ3) {
+        const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(Load32(b.hmask), 4 * h + j), _mm256_set1_epi8(1));
+        u = _mm256_or_si256(u, _mm256_slli_epi16(bit, 2));
+      }
+      const __m256i p = _mm256_maddubs_epi16(u, Load32(a.qs + 128 * h + 32 * j));
+      acc[j & 1] = _mm256_add_epi32(acc[j & 1], ScaledPairs(p, table, kAvx2Index.q6_scale[j]));
+    }
+  }
+  return {_mm256_add_epi32(acc[0], acc[1]), _mm256_madd_epi16(m16, Load32(a.bsums))};
+}
+
+// IQ4_XS against activations a in kAvx2Iq4Order: S = Σ (ls − 32)·level·x.
+HWY_INLINE Avx2Sums Avx2SumsIQ4XS(const BlockIQ4_XS& b, const BlockQ8_K& a) {
+  // Sub-block ib's scale: bits 4ib… of scales_l (as one u32) and 2ib… of
+  // scales_h, as int32 lanes, then packed to int16 [ls_0 … ls_7] in both
+  // 128-bit lanes.
+  uint32_t low;
+  std::memcpy(&low, b.scales_l, sizeof(low));
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(low)),
+                                                        _mm256_slli_epi32(lane, 2)),
+                                      _mm256_set1_epi32(15));
+  const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b.scales_h), _mm256_slli_epi32(lane, 1)),
+                                      _mm256_set1_epi32(3));
+  const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+  const __m256i table = _mm256_permute4x64_epi64(_mm256_packs_epi32(ls, ls), 0x88);
+  const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  const __m256i k15 = _mm256_set1_epi8(15);
+  __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+  for (int j = 0; j < 4; ++j) {
+    const __m256i q = Load32(b.qs + 32 * j);
+    const __m256i codes[2] = {_mm256_and_si256(q, k15), _mm256_and_si256(_mm256_srli_epi16(q, 4), k15)};
+    for (int n = 0; n < 2; ++n) {
+      const __m256i v = _mm256_shuffle_epi8(levels, codes[n]);
+      const __m256i x = Load32(a.qs + 64 * j + 32 * n);
+      const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(x, v));
+      acc[n] = _mm256_add_epi32(acc[n], ScaledPairs(p, table, kAvx2Index.q6_scale[j]));
+    }
+  }
+  return {_mm256_add_epi32(acc[0], acc[1]), _mm256_setzero_si256()};
+}
+
 template <class Block>
 HWY_INLINE Avx2Sums Avx2SumsOf(const Block& b, const BlockQ8_K& a) {
   if constexpr (std::is_same_v<Block, BlockQ6_K>) {
     return Avx2SumsQ6(b, a);
+  } else if constexpr (std::is_same_v<Block, BlockQ2_K> || std::is_same_v<Block, BlockQ3_K>) {
+    return Avx2SumsQ23<std::is_same_v<Block, BlockQ3_K>>(b, a);
+  } else if constexpr (std::is_same_v<Block, BlockIQ4_XS>) {
+    return Avx2SumsIQ4XS(b, a);
   } else if constexpr (std::is_same_v<Block, BlockQ5_K>) {
     return Avx2SumsQ45<true>(b.scales, b.qh, b.qs, a);
   } else {
@@ -193,7 +282,7 @@ HWY_INLINE void Avx2Pass(const Block* w, size_t nsb_row, size_t nsb, size_t vali
       acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(sums), acc);
       acc = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mins), acc);
     } else {
-      sums = _mm256_sub_epi32(sums, _mm256_slli_epi32(mins, 5));
+      if constexpr (kAvx2OffsetShift<Block> >= 0) sums = _mm256_sub_epi32(sums, _mm256_slli_epi32(mins, kAvx2OffsetShift<Block>));
       HWY_ALIGN uint16_t d[kAvx2Rows];  // [row] f16 d
       for (size_t i = 0; i < kAvx2Rows; ++i) d[i] = row[i][s].d;
       acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d))), dx),
@@ -204,7 +293,8 @@ HWY_INLINE void Avx2Pass(const Block* w, size_t nsb_row, size_t nsb, size_t vali
 }
 
 // y[r] for rows [row_begin, row_end): per chunk of 64 super-blocks, the
-// activations quantized once, then passes of eight rows.
+// activations quantized once (IQ4_XS: then reordered, kAvx2Iq4Order), then
+// passes of eight rows.
 template <class Block>
 HWY_NOINLINE void Avx2MatVecRows(const MatrixView& m, const float* x, float* y, size_t row_begin, size_t row_end) {
   const size_t nsb_row = m.cols / kSuperBlock;
@@ -213,6 +303,13 @@ HWY_NOINLINE void Avx2MatVecRows(const MatrixView& m, const float* x, float* y, 
   for (size_t cb = 0; cb < nsb_row; cb += kChunkSuperBlocks) {
     const size_t nsb = std::min(kChunkSuperBlocks, nsb_row - cb);
     QuantizeQ8K(x + cb * kSuperBlock, xc, nsb);
+    if constexpr (std::is_same_v<Block, BlockIQ4_XS>) {
+      for (size_t s = 0; s < nsb; ++s) {
+        int8_t q[kSuperBlock];
+        std::memcpy(q, xc[s].qs, sizeof(q));
+        for (int i = 0; i < 16; ++i) std::memcpy(xc[s].qs + 16 * i, q + 16 * kAvx2Iq4Order[i], 16);
+      }
+    }
     for (size_t r = row_begin; r < row_end; r += kAvx2Rows) {
       Avx2Pass(w + r * nsb_row + cb, nsb_row, nsb, std::min(kAvx2Rows, row_end - r), r + 2 * kAvx2Rows <= row_end, xc,
                y + r, cb > 0);

@@ -217,6 +217,10 @@ HWY_NOINLINE void QuantTile(const Block* const* w, const int16_t* const* xq, con
 }
 #endif  // HWY_HAVE_SCALABLE
 
+#if HWY_TARGET == HWY_AVX2
+#include "simd/matvec_legacy_avx2-inl.h"  // Avx2ByteTile for Q4_1, Q5_0, Q5_1, IQ4_NL
+#endif
+
 // Tile shapes: MatVec runs 4×1 (and 1×1 for tail rows); MatMul 4×4, 4×1,
 // 1×4, 1×1.
 constexpr size_t kTileRows = 4;
@@ -286,7 +290,8 @@ struct WordScales {
 };
 
 // Tile kernel of the int16 path (QuantTile) on prepared word chunks; on ARM
-// the sdot/svdot tile (matvec_legacy_arm-inl.h) where the CPU has it.
+// the sdot/svdot tile (matvec_legacy_arm-inl.h) where the CPU has it, on
+// AVX2 the byte tile for the types it covers.
 template <class Block, size_t R, size_t V>
 HWY_INLINE void TileKernel(const Block* const* w, const WordChunk* const* xc, const float* s, size_t nb,
                            size_t prefetch_ahead, float* out) {
@@ -299,6 +304,9 @@ HWY_INLINE void TileKernel(const Block* const* w, const WordChunk* const* xc, co
 #endif
   const int16_t* xq[V];
   for (size_t v = 0; v < V; ++v) xq[v] = xc[v]->q;
+#if HWY_TARGET == HWY_AVX2
+  if constexpr (kAvx2LegacyBytes<Block>) return Avx2ByteTile<Block, R, V>(w, xq, s, nb, prefetch_ahead, out);
+#endif
   QuantTile<Block, R, V>(w, xq, s, nb, prefetch_ahead, out);
 }
 
