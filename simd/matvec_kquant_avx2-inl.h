@@ -166,7 +166,8 @@ HWY_INLINE Avx2Sums Avx2SumsQ23(const Block& b, const BlockQ8_K& a) {
   __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
   for (int h = 0; h < 2; ++h) {
     // [sc_8h … sc_8h+7] in both 128-bit lanes.
-    const __m256i table = _mm256_permute4x64_epi64(sc16, h == 0 ? 0x44 : 0xEE);
+    // (Immediate operands: clang wants a constant, so one permute per half.)
+    const __m256i table = h == 0 ? _mm256_permute4x64_epi64(sc16, 0x44) : _mm256_permute4x64_epi64(sc16, 0xEE);
     const __m256i q = Load32(b.qs + 32 * h);
     for (int j = 0; j < 4; ++j) {
       // 16-bit shifts are exact under the per-byte masks.
