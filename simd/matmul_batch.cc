@@ -332,7 +332,7 @@ template <class Block>
 void BatchRows(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
   if (n == 1) return KQuantRows(m, x, 1, y, row_begin, row_end);  // MatVec: one uninterrupted stream
   if (n <= kPerVectorMax) {
-    const size_t tile = std::max<size_t>(4, kTileBytes / (m.cols / kSuperBlock * sizeof(Block)));
+    const size_t tile = std::max<size_t>(4, kTileBytes / WeightRowBytes(m.type, m.cols));
     for (size_t r0 = row_begin; r0 < row_end; r0 += tile) {
       const size_t r1 = std::min(row_end, r0 + tile);
       for (size_t v = 0; v < n; ++v) KQuantRows(m, x + v * m.cols, 1, y + v * m.rows, r0, r1);

@@ -29,6 +29,9 @@ class ClientSocket {
                            int peer_port);
 
   bool found() const { return fd_ >= 0; }
+  // The descriptor (not owned), or -1 when not found: for reading its
+  // options.
+  int fd() const { return fd_; }
   // True once the peer closed the connection (only its end of stream is left
   // to read) or reset it. Bytes still unread (a pipelined request) mean it
   // is there. A client that half-closes (shutdown(SHUT_WR)) yet still reads

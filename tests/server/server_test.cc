@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -518,22 +517,6 @@ TEST_F(ServerTest, ANonStreamingClientThatLeavesStopsItsSequence) {
   s->Drain();
 }
 
-// The served end of the connection from local port `client_port` to
-// `port` (this process is both ends), or -1.
-int ServedSocket(int port, int client_port) {
-  for (const auto& f : std::filesystem::directory_iterator("/proc/self/fd")) {
-    const int fd = std::atoi(f.path().filename().c_str());
-    sockaddr_in local{}, peer{};
-    socklen_t ll = sizeof(local), pl = sizeof(peer);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 || local.sin_family != AF_INET ||
-        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) {
-      continue;
-    }
-    if (ntohs(local.sin_port) == port && ntohs(peer.sin_port) == client_port) return fd;
-  }
-  return -1;
-}
-
 // One owner per session directory and per port; accepted connections carry
 // keepalive and a user timeout, so a peer that vanishes without a FIN ends
 // its connection (and ClientSocket::Gone sees it) within a minute.
@@ -563,8 +546,12 @@ TEST_F(ServerTest, OneOwnerPerDirectoryAndPortAndVanishedPeersTimeOut) {
   std::thread serving([&] { http.Run(); });
   const int client = Connect(*port);
   ASSERT_GE(client, 0);
-  int served = -1;
-  ASSERT_TRUE(WaitFor(10, [&] { return (served = ServedSocket(*port, LocalPort(client))) >= 0; }));
+  ClientSocket conn;
+  ASSERT_TRUE(WaitFor(10, [&] {
+    conn = ClientSocket::Find("127.0.0.1", *port, "127.0.0.1", LocalPort(client));
+    return conn.found();
+  }));
+  const int served = conn.fd();
   int keepalive = 0, idle = 0, count = 0;
   unsigned user_timeout = 0;
   socklen_t len = sizeof(int);
