@@ -1,11 +1,13 @@
-// Products with Q8_0/Q4_0 weights in the interleaved layout
-// (WeightLayout::kInterleaved16, model_kernels.h), compiled once per Highway
-// target, on int8 activations as matvec_legacy.cc.
+// Products with the legacy 32-block weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+// IQ4_NL) in the interleaved layout (WeightLayout::kInterleaved16,
+// model_kernels.h), compiled once per Highway target, on int8 activations as
+// matvec_legacy.cc.
 #include "platform/hwy_target_policy.h"
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "simd/matvec_interleaved.h"
 #include "simd/model_kernels.h"
@@ -33,51 +35,77 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Every (row, vector) pair runs the same op sequence (blocks in order, one
 // f32 FMA each) in MatVec, in every MatMul tile and on every thread count.
 
+// Per format: the lane code of a weight is an unsigned byte u = q + kOffset
+// (q the integer code of ref::QuantCode), so a block dot is Σ u·x − kOffset·Σx:
+//   Q8_0 stored qs + 128; Q4_0 the nibble (q + 8); Q4_1 the nibble; Q5_0/Q5_1
+//   nibble | fifth bit << 4 (Q5_0: q + 16); IQ4_NL the codebook value + 128.
+// kMin: w = d·q + m; the min adds m·dx·Σx per block (LaneChunk::sx).
 template <class Block>
 struct LaneFormat;
 template <>
-struct LaneFormat<BlockQ4_0> {
-  static constexpr WeightType kType = WeightType::kQ4_0;
-  static constexpr int32_t kOffset = 8;      // stored code = w + 8
-};
-template <>
 struct LaneFormat<BlockQ8_0> {
   static constexpr WeightType kType = WeightType::kQ8_0;
-  static constexpr int32_t kOffset = 128;    // stored code = w + 128
+  static constexpr int32_t kOffset = 128;
+  static constexpr bool kMin = false;
 };
+template <>
+struct LaneFormat<BlockQ4_0> {
+  static constexpr WeightType kType = WeightType::kQ4_0;
+  static constexpr int32_t kOffset = 8;
+  static constexpr bool kMin = false;
+};
+template <>
+struct LaneFormat<BlockQ4_1> {
+  static constexpr WeightType kType = WeightType::kQ4_1;
+  static constexpr int32_t kOffset = 0;
+  static constexpr bool kMin = true;
+};
+template <>
+struct LaneFormat<BlockQ5_0> {
+  static constexpr WeightType kType = WeightType::kQ5_0;
+  static constexpr int32_t kOffset = 16;
+  static constexpr bool kMin = false;
+};
+template <>
+struct LaneFormat<BlockQ5_1> {
+  static constexpr WeightType kType = WeightType::kQ5_1;
+  static constexpr int32_t kOffset = 0;
+  static constexpr bool kMin = true;
+};
+template <>
+struct LaneFormat<BlockIQ4_NL> {
+  static constexpr WeightType kType = WeightType::kIQ4_NL;
+  static constexpr int32_t kOffset = 128;
+  static constexpr bool kMin = false;
+};
+template <class Block>
+inline constexpr bool kLaneNibbles = LaneFormat<Block>::kType != WeightType::kQ8_0;
+template <class Block>
+inline constexpr bool kLaneFifth = InterleavedHasFifthBits(LaneFormat<Block>::kType);
+template <class Block>
+inline constexpr bool kLaneCodebook = LaneFormat<Block>::kType == WeightType::kIQ4_NL;
+
+// IQ4_NL's codebook + 128 (the unsigned lane codes, 1…241).
+alignas(16) inline constexpr uint8_t kIq4nlUnsigned[16] = {
+    1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
+static_assert(kIq4nlUnsigned[0] == kIq4nlValues[0] + 128 && kIq4nlUnsigned[15] == kIq4nlValues[15] + 128);
 
 // One input vector's activations over one column chunk for the interleaved
 // kernels: codes in column order (4 consecutive codes are broadcast against
-// 4 code bytes of each row) and per block −offset·Σ codes, so that unsigned
-// stored codes give exact signed dots.
+// 4 code bytes of each row), per block −offset·Σ codes, so that unsigned
+// lane codes give exact signed dots, and dx·Σ codes for the min term.
 struct LaneChunk {
   HWY_ALIGN int8_t q[kChunkCols];        // [chunk cols] int8 codes
-  HWY_ALIGN int32_t corr[kChunkBlocks];  // [chunk blocks] −offset·Σ_j q
+  HWY_ALIGN int32_t corr[kChunkBlocks];  // [chunk blocks] −offset·Σ_j q (kLaneOffset)
   HWY_ALIGN float dx[kChunkBlocks];      // [chunk blocks] scales
+  HWY_ALIGN float sx[kChunkBlocks];      // [chunk blocks] dx·Σ_j q (kMin formats only)
 };
 
-template <class Block>
-HWY_NOINLINE void PrepareLaneChunk(const float* x, size_t nb, LaneChunk* c) {
-  HWY_ALIGN int16_t q16[kChunkCols];  // [chunk cols] codes in column order
-  QuantizeActivations(x, nb, q16, c->dx);
-  for (size_t b = 0; b < nb; ++b) {
-    int32_t sum = 0;
-    for (size_t j = 0; j < static_cast<size_t>(kQuantBlock); ++j) {
-      const int16_t v = q16[b * kQuantBlock + j];
-      c->q[b * kQuantBlock + j] = static_cast<int8_t>(v);
-      sum += v;
-    }
-    c->corr[b] = -LaneFormat<Block>::kOffset * sum;
-  }
-}
-
-// Column offset (inside a block) of the 4 codes that stored code vector i
-// of a block holds: Q4_0 vector 2j = low nibbles of bytes 4j…4j+3 (weights
-// 4j…), 2j+1 = their high nibbles (weights 16+4j…); Q8_0 vector j: 4j….
+// Column offset (inside a block) of the 4 codes that lane code vector i of a
+// block holds (InterleavedColumn, model_kernels.h).
 template <class Block>
 HWY_INLINE constexpr size_t LaneCodeColumn(size_t i) {
-  if constexpr (LaneFormat<Block>::kType == WeightType::kQ4_0) return (i & 1) * 16 + 4 * (i >> 1);
-  return 4 * i;
+  return InterleavedColumn(LaneFormat<Block>::kType, i);
 }
 
 #if HWY_TARGET == HWY_AVX3_DL
@@ -90,18 +118,57 @@ KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i DpbusdBroadcast(__m512i acc, __m512i w, c
   return acc;
 }
 
-// The block's code vectors as unsigned bytes, one row per int32 lane:
-// Q4_0 4 loads split into 8 nibble vectors (AND; one GF(2) affine op moves
-// each high nibble down), Q8_0 8 loads as they are.
+// Lane codes on this target: unsigned, u = q + kOffset (LaneFormat).
+template <class Block>
+inline constexpr int32_t kLaneOffset = LaneFormat<Block>::kOffset;
+
+// GF(2) affine matrix (vgf2p8affineqb) moving bit `from` of each byte to
+// bit `to` and clearing the others: output bit j is the parity of x AND
+// matrix byte 7 − j.
+constexpr long long BitMoveMatrix(int from, int to) {
+  return static_cast<long long>(static_cast<unsigned long long>(1u << from) << (8 * (7 - to)));
+}
+
+// The block's 8 lane code vectors as unsigned bytes, one row per int32 lane
+// (vector i pairs with the activations at LaneCodeColumn(i)):
+//   Q8_0: 8 loads as they are;
+//   nibble types: 4 loads, each split into 2 vectors (AND for the low
+//   nibbles; one GF(2) affine op moves each high nibble down);
+//   IQ4_NL: the nibbles through the codebook + 128 (vpermb reads only the
+//   low 6 bits of each index, so the table repeated 4 times needs no AND;
+//   the high nibbles vpshufb);
+//   Q5_0/Q5_1: OR the fifth bit of vector i (bit i of the fifth-bit bytes,
+//   one affine op) into bit 4.
 template <class Block>
 KVEDGE_ATTR_VNNI512 HWY_INLINE void LoadLaneCodes(const uint8_t* codes, __m512i* out) {
-  if constexpr (LaneFormat<Block>::kType == WeightType::kQ4_0) {
+  if constexpr (kLaneNibbles<Block>) {
     constexpr long long kHighNibble = 0x1020408000000000ll;  // bit i ← bit i + 4
-    for (size_t j = 0; j < 4; ++j) {
-      const __m512i v = _mm512_load_si512(codes + 64 * j);
-      out[2 * j] = _mm512_and_si512(v, _mm512_set1_epi8(15));
-      out[2 * j + 1] = _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(kHighNibble), 0);
+    __m512i table = _mm512_setzero_si512();
+    if constexpr (kLaneCodebook<Block>) {
+      table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4nlUnsigned)));
     }
+    __m512i fifth = _mm512_setzero_si512();
+    if constexpr (kLaneFifth<Block>) fifth = _mm512_load_si512(codes + 256);
+    [&]<size_t... J>(std::index_sequence<J...>) {
+      (
+          [&] {
+            const __m512i v = _mm512_load_si512(codes + 64 * J);
+            __m512i lo, hi = _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(kHighNibble), 0);
+            if constexpr (kLaneCodebook<Block>) {
+              lo = _mm512_permutexvar_epi8(v, table);
+              hi = _mm512_shuffle_epi8(table, hi);
+            } else {
+              lo = _mm512_and_si512(v, _mm512_set1_epi8(15));
+            }
+            if constexpr (kLaneFifth<Block>) {
+              lo = _mm512_or_si512(lo, _mm512_gf2p8affine_epi64_epi8(fifth, _mm512_set1_epi64(BitMoveMatrix(2 * J, 4)), 0));
+              hi = _mm512_or_si512(hi, _mm512_gf2p8affine_epi64_epi8(fifth, _mm512_set1_epi64(BitMoveMatrix(2 * J + 1, 4)), 0));
+            }
+            out[2 * J] = lo;
+            out[2 * J + 1] = hi;
+          }(),
+          ...);
+    }(std::make_index_sequence<4>());
   } else {
     for (size_t j = 0; j < 8; ++j) out[j] = _mm512_load_si512(codes + 64 * j);
   }
@@ -156,6 +223,11 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t grou
       const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xc[v]->dx[b]));
       sum[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), s, sum[v]);
     }
+    if constexpr (LaneFormat<Block>::kMin) {
+      const __m512 mw = _mm512_cvtph_ps(_mm256_load_si256(
+          reinterpret_cast<const __m256i*>(group + InterleavedMinOffset(kType, cb + b))));
+      for (size_t v = 0; v < V; ++v) sum[v] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xc[v]->sx[b]), sum[v]);
+    }
   }
   for (size_t v = 0; v < V; ++v) _mm512_mask_storeu_ps(y + v * y_stride + row0, mask, sum[v]);
 }
@@ -167,12 +239,23 @@ constexpr size_t kLaneTileVecs = 8;
 // int16) and vpmaddwd against ones (→ int32), through raw intrinsics (no
 // such op in Highway 1.0.3). 8 rows per 256-bit vector (two halves of a
 // group), 16 per 512-bit vector.
-//  Q4_0: codes 0…15 × activation codes: a pair sum is ≤ 2·15·127, so the 8
-//    vpmaddubsw of a block add up in int16 (≤ 30480) before one vpmaddwd.
-//  Q8_0: stored codes − 128 (xor) are signed: |w| × (x with w's sign) keeps
-//    every pair ≤ 2·128·127 in int16, each widened by its own vpmaddwd.
-// Then the offset sum, one convert and one FMA per block, in block order.
+//  Q4_0/Q4_1: codes 0…15 × activation codes: a pair sum is ≤ 2·15·127, so
+//    the 8 vpmaddubsw of a block add up in int16 (≤ 30480) before one vpmaddwd.
+//  Q5_0/Q5_1: codes 0…31 (the fifth bit shifted to bit 4 and ORed in): pairs
+//    ≤ 2·31·127, so 4 add up in int16 (≤ 31496), two vpmaddwd per block.
+//  Q8_0 and IQ4_NL: signed codes (Q8_0 stored − 128 by xor; IQ4_NL the
+//    codebook through vpshufb): |w| × (x with w's sign) keeps every pair
+//    ≤ 2·128·127 in int16, each widened by its own vpmaddwd.
+// Then the offset sum, one convert and one FMA per block (Q4_1/Q5_1 a
+// second FMA for the min), in block order.
 constexpr bool kInterleavedPreferred = true;
+// Lane codes on this target: Q8_0 and IQ4_NL signed (no offset), the others
+// unsigned, u = q + kOffset (LaneFormat).
+template <class Block>
+inline constexpr int32_t kLaneOffset =
+    LaneFormat<Block>::kType == WeightType::kQ8_0 || kLaneCodebook<Block> ? 0 : LaneFormat<Block>::kOffset;
+template <class Block>
+inline constexpr bool kLaneSigned = LaneFormat<Block>::kType == WeightType::kQ8_0 || kLaneCodebook<Block>;
 #if HWY_TARGET == HWY_AVX2
 using LaneI = __m256i;
 using LaneF = __m256;
@@ -184,7 +267,19 @@ HWY_INLINE LaneI LaneSet16(int v) { return _mm256_set1_epi16(static_cast<int16_t
 HWY_INLINE LaneI LaneSet32(int32_t v) { return _mm256_set1_epi32(v); }
 HWY_INLINE LaneI LaneAnd(LaneI a, LaneI b) { return _mm256_and_si256(a, b); }
 HWY_INLINE LaneI LaneXor(LaneI a, LaneI b) { return _mm256_xor_si256(a, b); }
-HWY_INLINE LaneI LaneShr4(LaneI a) { return _mm256_srli_epi16(a, 4); }
+HWY_INLINE LaneI LaneOr(LaneI a, LaneI b) { return _mm256_or_si256(a, b); }
+template <int kShift>  // 16-bit lanes, left for kShift > 0, right for < 0
+HWY_INLINE LaneI LaneShift16(LaneI a) {
+  if constexpr (kShift > 0) return _mm256_slli_epi16(a, kShift);
+  if constexpr (kShift < 0) return _mm256_srli_epi16(a, -kShift);
+  return a;
+}
+HWY_INLINE LaneI LaneShr4(LaneI a) { return LaneShift16<-4>(a); }
+// Byte shuffle inside each 128-bit block (table: 16 bytes, idx ≤ 15).
+HWY_INLINE LaneI LaneTable(const void* table16) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(table16)));
+}
+HWY_INLINE LaneI LaneLookup(LaneI table, LaneI idx) { return _mm256_shuffle_epi8(table, idx); }
 HWY_INLINE LaneI LaneMulPairs(LaneI u8, LaneI s8) { return _mm256_maddubs_epi16(u8, s8); }
 HWY_INLINE LaneI LaneAdd16(LaneI a, LaneI b) { return _mm256_add_epi16(a, b); }
 HWY_INLINE LaneI LaneAdd32(LaneI a, LaneI b) { return _mm256_add_epi32(a, b); }
@@ -200,6 +295,7 @@ HWY_INLINE LaneF LaneScales(const uint8_t* p) {
 HWY_INLINE LaneF LaneSetF(float v) { return _mm256_set1_ps(v); }
 HWY_INLINE LaneF LaneMulF(LaneF a, LaneF b) { return _mm256_mul_ps(a, b); }
 HWY_INLINE LaneF LaneFma(LaneI isum, LaneF s, LaneF acc) { return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), s, acc); }
+HWY_INLINE LaneF LaneFmaF(LaneF a, LaneF b, LaneF acc) { return _mm256_fmadd_ps(a, b, acc); }
 HWY_INLINE LaneF LaneLoadF(const float* p, size_t n) {
   HWY_ALIGN float tmp[kLaneRows] = {};
   std::copy(p, p + n, tmp);
@@ -221,7 +317,19 @@ HWY_INLINE LaneI LaneSet16(int v) { return _mm512_set1_epi16(static_cast<int16_t
 HWY_INLINE LaneI LaneSet32(int32_t v) { return _mm512_set1_epi32(v); }
 HWY_INLINE LaneI LaneAnd(LaneI a, LaneI b) { return _mm512_and_si512(a, b); }
 HWY_INLINE LaneI LaneXor(LaneI a, LaneI b) { return _mm512_xor_si512(a, b); }
-HWY_INLINE LaneI LaneShr4(LaneI a) { return _mm512_srli_epi16(a, 4); }
+HWY_INLINE LaneI LaneOr(LaneI a, LaneI b) { return _mm512_or_si512(a, b); }
+template <int kShift>  // 16-bit lanes, left for kShift > 0, right for < 0
+HWY_INLINE LaneI LaneShift16(LaneI a) {
+  if constexpr (kShift > 0) return _mm512_slli_epi16(a, kShift);
+  if constexpr (kShift < 0) return _mm512_srli_epi16(a, -kShift);
+  return a;
+}
+HWY_INLINE LaneI LaneShr4(LaneI a) { return LaneShift16<-4>(a); }
+// Byte shuffle inside each 128-bit block (table: 16 bytes, idx ≤ 15).
+HWY_INLINE LaneI LaneTable(const void* table16) {
+  return _mm512_broadcast_i32x4(_mm_loadu_si128(static_cast<const __m128i*>(table16)));
+}
+HWY_INLINE LaneI LaneLookup(LaneI table, LaneI idx) { return _mm512_shuffle_epi8(table, idx); }
 HWY_INLINE LaneI LaneMulPairs(LaneI u8, LaneI s8) { return _mm512_maddubs_epi16(u8, s8); }
 HWY_INLINE LaneI LaneAdd16(LaneI a, LaneI b) { return _mm512_add_epi16(a, b); }
 HWY_INLINE LaneI LaneAdd32(LaneI a, LaneI b) { return _mm512_add_epi32(a, b); }
@@ -238,6 +346,7 @@ HWY_INLINE LaneF LaneScales(const uint8_t* p) {
 HWY_INLINE LaneF LaneSetF(float v) { return _mm512_set1_ps(v); }
 HWY_INLINE LaneF LaneMulF(LaneF a, LaneF b) { return _mm512_mul_ps(a, b); }
 HWY_INLINE LaneF LaneFma(LaneI isum, LaneF s, LaneF acc) { return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), s, acc); }
+HWY_INLINE LaneF LaneFmaF(LaneF a, LaneF b, LaneF acc) { return _mm512_fmadd_ps(a, b, acc); }
 HWY_INLINE LaneF LaneLoadF(const float* p, size_t n) {
   return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
 }
@@ -247,16 +356,34 @@ HWY_INLINE void LaneStoreF(LaneF v, float* p, size_t n) {
 #endif
 
 // The block's 8 code vectors for rows [8h, 8h + kLaneRows) of a group as
-// unsigned (Q4_0) or signed (Q8_0) bytes; vector i pairs with the 4
-// activation codes at LaneCodeColumn(i).
+// unsigned (Q4_0, Q4_1, Q5_0, Q5_1) or signed (Q8_0, IQ4_NL) bytes; vector i
+// pairs with the 4 activation codes at LaneCodeColumn(i). Q5: the fifth bit
+// of vector i is bit i of its byte, shifted to bit 4 (16-bit shifts move no
+// other byte's bit there for shifts ≤ 4) and ORed in.
 template <class Block>
 HWY_INLINE void LoadLaneCodes(const uint8_t* codes, size_t h, LaneI* out) {
-  if constexpr (LaneFormat<Block>::kType == WeightType::kQ4_0) {
-    for (size_t j = 0; j < 4; ++j) {
-      const LaneI v = LaneLoad(codes + 64 * j + 4 * kLaneRows * h);
-      out[2 * j] = LaneAnd(v, LaneSet8(15));
-      out[2 * j + 1] = LaneAnd(LaneShr4(v), LaneSet8(15));
-    }
+  if constexpr (kLaneNibbles<Block>) {
+    LaneI table = LaneSet8(0), fifth = LaneSet8(0);
+    if constexpr (kLaneCodebook<Block>) table = LaneTable(kIq4nlValues);
+    if constexpr (kLaneFifth<Block>) fifth = LaneLoad(codes + 256 + 4 * kLaneRows * h);
+    [&]<int... J>(std::integer_sequence<int, J...>) {
+      (
+          [&] {
+            const LaneI v = LaneLoad(codes + 64 * J + 4 * kLaneRows * h);
+            LaneI lo = LaneAnd(v, LaneSet8(15)), hi = LaneAnd(LaneShr4(v), LaneSet8(15));
+            if constexpr (kLaneCodebook<Block>) {
+              lo = LaneLookup(table, lo);
+              hi = LaneLookup(table, hi);
+            }
+            if constexpr (kLaneFifth<Block>) {
+              lo = LaneOr(lo, LaneAnd(LaneShift16<4 - 2 * J>(fifth), LaneSet8(16)));
+              hi = LaneOr(hi, LaneAnd(LaneShift16<3 - 2 * J>(fifth), LaneSet8(16)));
+            }
+            out[2 * J] = lo;
+            out[2 * J + 1] = hi;
+          }(),
+          ...);
+    }(std::make_integer_sequence<int, 4>());
   } else {
     for (size_t j = 0; j < 8; ++j) out[j] = LaneXor(LaneLoad(codes + 64 * j + 4 * kLaneRows * h), LaneSet8(0x80));
   }
@@ -265,26 +392,31 @@ HWY_INLINE void LoadLaneCodes(const uint8_t* codes, size_t h, LaneI* out) {
 // Σ of the block's exact products for one input vector, per row lane.
 template <class Block>
 HWY_INLINE LaneI LaneBlockDot(const LaneI* w, const int8_t* q) {
-  if constexpr (LaneFormat<Block>::kType == WeightType::kQ4_0) {
-    LaneI pairs = LaneMulPairs(w[0], LaneSet32(LoadU32(q + LaneCodeColumn<Block>(0))));
-    for (size_t i = 1; i < 8; ++i) {
-      pairs = LaneAdd16(pairs, LaneMulPairs(w[i], LaneSet32(LoadU32(q + LaneCodeColumn<Block>(i)))));
-    }
-    return LaneWiden(pairs);
-  } else {
+  const auto x = [&](size_t i) { return LaneSet32(LoadU32(q + LaneCodeColumn<Block>(i))); };
+  if constexpr (kLaneSigned<Block>) {
     LaneI sum = LaneSet32(0);
     for (size_t i = 0; i < 8; ++i) {
       LaneI abs_w, signed_x;
-      LaneSignSplit(w[i], LaneSet32(LoadU32(q + LaneCodeColumn<Block>(i))), &abs_w, &signed_x);
+      LaneSignSplit(w[i], x(i), &abs_w, &signed_x);
       sum = LaneAdd32(sum, LaneWiden(LaneMulPairs(abs_w, signed_x)));
+    }
+    return sum;
+  } else {
+    // int16 groups of pairs: 8 for codes < 16, 4 for 5-bit codes.
+    constexpr size_t kGroup = kLaneFifth<Block> ? 4 : 8;
+    LaneI sum = LaneSet32(0);
+    for (size_t g = 0; g < 8; g += kGroup) {
+      LaneI pairs = LaneMulPairs(w[g], x(g));
+      for (size_t i = g + 1; i < g + kGroup; ++i) pairs = LaneAdd16(pairs, LaneMulPairs(w[i], x(i)));
+      sum = g == 0 ? LaneWiden(pairs) : LaneAdd32(sum, LaneWiden(pairs));
     }
     return sum;
   }
 }
 
 // As the VNNI LaneTile: y[v·y_stride + row0 + r], r < valid_rows, over chunk
-// blocks [0, nb), continuing from y when cb > 0. Q4_0 codes count from 0
-// (offset −8·Σx per block); Q8_0 codes are already signed (no offset).
+// blocks [0, nb), continuing from y when cb > 0. Unsigned codes count from
+// 0 (offset −kOffset·Σx per block); signed ones need no offset.
 // AVX2 holds a group in two halves: MatVec (V = 1) takes both per block, so
 // the group streams once (half by half it ran at ~half the DRAM speed);
 // MatMul tiles take one half per pass, so V sums and 8 codes fit 16 ymm.
@@ -313,8 +445,12 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, size_t /*group_bytes*/, size_t 
         const LaneF dw = LaneScales(scales + 2 * kLaneRows * (h0 + i));
         for (size_t v = 0; v < V; ++v) {
           LaneI isum = LaneBlockDot<Block>(w, xc[v]->q + b * kQuantBlock);
-          if constexpr (kType == WeightType::kQ4_0) isum = LaneAdd32(isum, LaneSet32(xc[v]->corr[b]));
+          if constexpr (kLaneOffset<Block> != 0) isum = LaneAdd32(isum, LaneSet32(xc[v]->corr[b]));
           sum[i][v] = LaneFma(isum, LaneMulF(dw, LaneSetF(xc[v]->dx[b])), sum[i][v]);
+        }
+        if constexpr (LaneFormat<Block>::kMin) {
+          const LaneF mw = LaneScales(group + InterleavedMinOffset(kType, cb + b) + 2 * kLaneRows * (h0 + i));
+          for (size_t v = 0; v < V; ++v) sum[i][v] = LaneFmaF(mw, LaneSetF(xc[v]->sx[b]), sum[i][v]);
         }
       }
     }
@@ -329,22 +465,31 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, size_t /*group_bytes*/, size_t 
 // arithmetic); exact integer dots, the same f32 sequence per (row, vector).
 constexpr bool kInterleavedPreferred = false;
 constexpr size_t kLaneTileVecs = 8;
+// Lane codes on this target: unsigned, u = q + kOffset (LaneFormat).
+template <class Block>
+inline constexpr int32_t kLaneOffset = LaneFormat<Block>::kOffset;
 
 // isum[r] = corr + Σ_i Σ_{t<4} code(r, i, t)·q[col(i) + t] for the n32 rows
 // at sub (exact int32), codes: the block's code bytes.
 #if HWY_TARGET == HWY_SCALAR
+// Lane code u of byte t of row `sub` in code vector i (LaneFormat).
+template <class Block>
+HWY_INLINE int32_t LaneCode(const uint8_t* codes, size_t i, size_t sub, size_t t) {
+  if constexpr (!kLaneNibbles<Block>) return codes[64 * i + 4 * sub + t];
+  const uint8_t byte = codes[64 * (i >> 1) + 4 * sub + t];
+  int32_t u = (i & 1) ? byte >> 4 : byte & 15;
+  if constexpr (kLaneCodebook<Block>) u = kIq4nlUnsigned[u];
+  if constexpr (kLaneFifth<Block>) u |= ((codes[256 + 4 * sub + t] >> i) & 1) << 4;
+  return u;
+}
+
 template <class Block>
 HWY_INLINE void LaneBlockDots(const uint8_t* codes, size_t sub, const int8_t* q, int32_t corr, int32_t* isum) {
   constexpr size_t kVecs = kQuantBlock / 4;  // 4 weights per lane each
   int32_t s = corr;
   for (size_t i = 0; i < kVecs; ++i) {
-    const size_t vec = LaneFormat<Block>::kType == WeightType::kQ4_0 ? i >> 1 : i;
     const size_t col = LaneCodeColumn<Block>(i);
-    for (size_t t = 0; t < 4; ++t) {
-      uint8_t c = codes[64 * vec + 4 * sub + t];
-      if constexpr (LaneFormat<Block>::kType == WeightType::kQ4_0) c = (i & 1) ? c >> 4 : c & 15;
-      s += static_cast<int32_t>(c) * q[col + t];
-    }
+    for (size_t t = 0; t < 4; ++t) s += LaneCode<Block>(codes, i, sub, t) * q[col + t];
   }
   *isum = s;
 }
@@ -360,10 +505,16 @@ HWY_INLINE void LaneBlockDots(const uint8_t* codes, size_t sub, const int8_t* q,
   // sum is added after it, not preloaded.
   auto s0 = hn::Zero(di32), s1 = hn::Zero(di32);
   for (size_t i = 0; i < kVecs; ++i) {
-    const size_t vec = LaneFormat<Block>::kType == WeightType::kQ4_0 ? i >> 1 : i;
+    const size_t vec = kLaneNibbles<Block> ? i >> 1 : i;
     auto bytes = hn::LoadU(du8, codes + 64 * vec + 4 * sub);
-    if constexpr (LaneFormat<Block>::kType == WeightType::kQ4_0) {
+    if constexpr (kLaneNibbles<Block>) {
       bytes = (i & 1) ? hn::ShiftRight<4>(bytes) : hn::And(bytes, hn::Set(du8, 15));
+    }
+    if constexpr (kLaneCodebook<Block>) bytes = hn::TableLookupBytes(hn::LoadDup128(du8, kIq4nlUnsigned), bytes);
+    if constexpr (kLaneFifth<Block>) {
+      const auto fifth = hn::LoadU(du8, codes + 256 + 4 * sub);
+      const auto bit = hn::Set(du8, static_cast<uint8_t>(1u << i));
+      bytes = hn::Or(bytes, hn::IfThenElseZero(hn::TestBit(fifth, bit), hn::Set(du8, 16)));
     }
     // Bytes (b0, b1, b2, b3) of a lane as int16 pairs (b0, b2) and (b1, b3),
     // against codes (q0, q2) and (q1, q3).
@@ -407,12 +558,38 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, size_t /*group_bytes*/, size_t 
                   sum[v] + sub);
       }
     }
+    if constexpr (LaneFormat<Block>::kMin) {
+      HWY_ALIGN float mw[kInterleaveRows];
+      HalvesToFloats(reinterpret_cast<const uint16_t*>(group + InterleavedMinOffset(kType, cb + b)), mw);
+      for (size_t v = 0; v < V; ++v) {
+        for (size_t sub = 0; sub < kInterleaveRows; sub += n) {
+          hn::Store(hn::MulAdd(hn::Load(df, mw + sub), hn::Set(df, xc[v]->sx[b]), hn::Load(df, sum[v] + sub)), df,
+                    sum[v] + sub);
+        }
+      }
+    }
   }
   for (size_t v = 0; v < V; ++v) {
     for (size_t r = 0; r < valid_rows; ++r) y[v * y_stride + row0 + r] = sum[v][r];
   }
 }
 #endif  // HWY_TARGET == HWY_AVX3_DL
+
+template <class Block>
+HWY_NOINLINE void PrepareLaneChunk(const float* x, size_t nb, LaneChunk* c) {
+  HWY_ALIGN int16_t q16[kChunkCols];  // [chunk cols] codes in column order
+  QuantizeActivations(x, nb, q16, c->dx);
+  for (size_t b = 0; b < nb; ++b) {
+    int32_t sum = 0;
+    for (size_t j = 0; j < static_cast<size_t>(kQuantBlock); ++j) {
+      const int16_t v = q16[b * kQuantBlock + j];
+      c->q[b * kQuantBlock + j] = static_cast<int8_t>(v);
+      sum += v;
+    }
+    c->corr[b] = -kLaneOffset<Block> * sum;
+    if constexpr (LaneFormat<Block>::kMin) c->sx[b] = c->dx[b] * static_cast<float>(sum);
+  }
+}
 
 // Rows [row_begin, row_end) (row_begin a multiple of 16) × n input vectors.
 // Y[v][rows]; n == 1 is MatVec. Input tiles of kMatMulTile vectors are
@@ -456,7 +633,11 @@ void InterleavedRowsT(const MatrixView& m, const float* x, size_t n, float* y, s
   switch (m.type) {
     case WeightType::kQ8_0: return LaneMatMulRows<BlockQ8_0>(m, x, n, y, row_begin, row_end);
     case WeightType::kQ4_0: return LaneMatMulRows<BlockQ4_0>(m, x, n, y, row_begin, row_end);
-    default: HWY_ABORT("%s: only Q8_0/Q4_0 interleave", WeightTypeName(m.type));
+    case WeightType::kQ4_1: return LaneMatMulRows<BlockQ4_1>(m, x, n, y, row_begin, row_end);
+    case WeightType::kQ5_0: return LaneMatMulRows<BlockQ5_0>(m, x, n, y, row_begin, row_end);
+    case WeightType::kQ5_1: return LaneMatMulRows<BlockQ5_1>(m, x, n, y, row_begin, row_end);
+    case WeightType::kIQ4_NL: return LaneMatMulRows<BlockIQ4_NL>(m, x, n, y, row_begin, row_end);
+    default: HWY_ABORT("%s: not an interleavable weight type", WeightTypeName(m.type));
   }
 }
 

@@ -28,7 +28,7 @@ namespace kvedge {
 
 namespace {
 
-// Block formats need whole blocks, and only Q8_0/Q4_0 interleave; anything
+// Block formats need whole blocks, and only the legacy 32-blocks interleave; anything
 // else is a caller bug.
 void CheckShape(const MatrixView& w) {
   if (w.cols % WeightBlockSize(w.type) != 0) {
@@ -90,8 +90,7 @@ void MatMulRange(const MatrixView& w, const float* x, size_t n, float* y, size_t
 
 size_t InterleavedGroupBytes(WeightType t, size_t cols) {
   const size_t nb = cols / kQuantBlock;
-  const size_t c = InterleavedCodeBytes(t);
-  return nb / 2 * (2 * c + 64) + nb % 2 * (c + 64);
+  return nb / 2 * InterleavedPairBytes(t) + nb % 2 * (InterleavedCodeBytes(t) + 2 * InterleavedHeaderBytes(t));
 }
 
 size_t MatrixBytes(WeightType t, WeightLayout layout, size_t rows, size_t cols) {

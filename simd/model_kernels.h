@@ -14,20 +14,27 @@ namespace kvedge {
 
 // How a matrix's bytes are laid out.
 //   kRows: row-major, GGUF's: row r starts at data + r·WeightRowBytes(type, cols).
-//   kInterleaved16 (Q8_0 and Q4_0 only): rows in groups of 16 (the last group
-//     padded with zero rows), so that one 512-bit vector holds 4 code bytes of
-//     each of 16 rows and a block's 16 scales are one contiguous load; the
-//     fast kernels then keep one row per int32 lane and need no shuffles.
+//   kInterleaved16 (the legacy 32-blocks: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+//     IQ4_NL): rows in groups of 16 (the last group padded with zero rows),
+//     so that one 512-bit vector holds 4 code bytes of each of 16 rows and a
+//     block's 16 scales are one contiguous load; the fast kernels then keep
+//     one row per int32 lane and need no shuffles.
 //     Group g (rows 16g … 16g+15) starts at data + g·InterleavedGroupBytes.
-//     With C = InterleavedCodeBytes (256 for Q4_0, 512 for Q8_0), a group is
-//     its blocks in pairs, one sequential stream (a separate scale array
-//     measured 40% slower from DRAM):
-//       pair p, at p·(2C + 64): scales of blocks 2p and 2p+1 ([16 rows] f16
-//       d each, 32 bytes), then codes of 2p and 2p+1 (C bytes each);
-//       codes: [C/64][16 rows][4 bytes] — bytes qs[4j … 4j+3] of row r's
-//       block at 64j + 4r (Q4_0: GGUF's nibble pairs as they are; Q8_0:
-//       qs + 128 as unsigned bytes).
-//     An odd last block forms a pair alone (its second scales are zero).
+//     With H = InterleavedHeaderBytes (32: the 16 rows' f16 d; Q4_1/Q5_1 64:
+//     d then m) and C = InterleavedCodeBytes (Q8_0 512, Q5_0/Q5_1 320, the
+//     others 256), a group is its blocks in pairs, one sequential stream (a
+//     separate scale array measured 40% slower from DRAM):
+//       pair p, at p·(2C + 2H): d of blocks 2p and 2p+1 ([16 rows] f16 each,
+//       32 bytes), Q4_1/Q5_1 then m of 2p and 2p+1 (32 bytes each), then
+//       the codes of 2p and 2p+1 (C bytes each);
+//       codes: [4][16 rows][4 bytes] — bytes qs[4j … 4j+3] of row r's block
+//       at 64j + 4r (nibble types: GGUF's nibble pairs as they are; Q8_0:
+//       [8][16][4], qs + 128 as unsigned bytes); Q5_0/Q5_1 then 64 bytes of
+//       fifth bits, [16 rows][4 bytes]: bit i of byte 4r + t is the fifth
+//       bit of row r's weight InterleavedColumn(i) + t, i.e. bit i belongs
+//       to code vector i of the kernels (low nibbles of qs vector i/2 for
+//       even i, high nibbles for odd i).
+//     An odd last block forms a pair alone (its second d and m are zero).
 //     Same bytes per weight as kRows. Built by InterleaveGroups (weight_quant.h).
 enum class WeightLayout : uint8_t { kRows = 0, kInterleaved16 = 1 };
 
@@ -43,28 +50,56 @@ struct MatrixView {
   WeightLayout layout = WeightLayout::kRows;
 };
 
-// Q8_0 and Q4_0: the types with a kInterleaved16 layout.
-inline constexpr bool IsInterleavable(WeightType t) { return t == WeightType::kQ8_0 || t == WeightType::kQ4_0; }
+// The types with a kInterleaved16 layout: the legacy 32-blocks.
+inline constexpr bool IsInterleavable(WeightType t) {
+  return t == WeightType::kQ8_0 || t == WeightType::kQ4_0 || t == WeightType::kQ4_1 || t == WeightType::kQ5_0 ||
+         t == WeightType::kQ5_1 || t == WeightType::kIQ4_NL;
+}
+// Q4_1/Q5_1: a per-block f16 min m (w = d·q + m) after the scales.
+inline constexpr bool InterleavedHasMin(WeightType t) { return t == WeightType::kQ4_1 || t == WeightType::kQ5_1; }
+// Q5_0/Q5_1: 64 bytes of fifth bits after a block's nibbles.
+inline constexpr bool InterleavedHasFifthBits(WeightType t) {
+  return t == WeightType::kQ5_0 || t == WeightType::kQ5_1;
+}
 // 16-row groups of a matrix of `rows` (the last one padded).
 inline constexpr size_t InterleavedGroups(size_t rows) { return (rows + kInterleaveRows - 1) / kInterleaveRows; }
-// Code bytes per block of a 16-row group: 32 weights × 16 rows at 4 or 8 bits.
-inline constexpr size_t InterleavedCodeBytes(WeightType t) { return t == WeightType::kQ8_0 ? 512 : 256; }
-// Offsets of block b's scales and codes inside its group.
+// Header (scale, min) bytes per block of a 16-row group.
+inline constexpr size_t InterleavedHeaderBytes(WeightType t) { return InterleavedHasMin(t) ? 64 : 32; }
+// Code bytes per block of a 16-row group: 32 weights × 16 rows at 4, 5 or 8 bits.
+inline constexpr size_t InterleavedCodeBytes(WeightType t) {
+  return t == WeightType::kQ8_0 ? 512 : InterleavedHasFifthBits(t) ? 320 : 256;
+}
+inline constexpr size_t InterleavedPairBytes(WeightType t) {
+  return 2 * (InterleavedCodeBytes(t) + InterleavedHeaderBytes(t));
+}
+// Offsets of block b's scales, mins (InterleavedHasMin), codes and fifth
+// bits (InterleavedHasFifthBits) inside its group.
 inline constexpr size_t InterleavedScaleOffset(WeightType t, size_t b) {
-  return b / 2 * (2 * InterleavedCodeBytes(t) + 64) + 32 * (b & 1);
+  return b / 2 * InterleavedPairBytes(t) + 32 * (b & 1);
+}
+inline constexpr size_t InterleavedMinOffset(WeightType t, size_t b) {
+  return b / 2 * InterleavedPairBytes(t) + 64 + 32 * (b & 1);
 }
 inline constexpr size_t InterleavedCodeOffset(WeightType t, size_t b) {
-  return b / 2 * (2 * InterleavedCodeBytes(t) + 64) + 64 + InterleavedCodeBytes(t) * (b & 1);
+  return b / 2 * InterleavedPairBytes(t) + 2 * InterleavedHeaderBytes(t) + InterleavedCodeBytes(t) * (b & 1);
 }
-// Bytes of one 16-row group of an interleaved Q8_0/Q4_0 matrix of `cols`
-// (a multiple of 64).
+inline constexpr size_t InterleavedFifthBitsOffset(WeightType t, size_t b) { return InterleavedCodeOffset(t, b) + 256; }
+// Block column of the 4 weights that code vector i (4 bytes per row) of a
+// block holds: nibble types, vector 2j = low nibbles of qs bytes 4j…4j+3
+// (weights 4j…), 2j+1 = their high nibbles (weights 16+4j…); Q8_0 vector j:
+// weights 4j….
+inline constexpr size_t InterleavedColumn(WeightType t, size_t i) {
+  return t == WeightType::kQ8_0 ? 4 * i : (i & 1) * 16 + 4 * (i >> 1);
+}
+// Bytes of one 16-row group of an interleaved matrix of `cols` (a multiple
+// of 32).
 size_t InterleavedGroupBytes(WeightType t, size_t cols);
 // Bytes of a whole matrix in `layout` (kRows: rows·WeightRowBytes).
 size_t MatrixBytes(WeightType t, WeightLayout layout, size_t rows, size_t cols);
 
 // True when the kernels dispatch selects on this CPU are faster on
-// kInterleaved16 than on kRows (the AVX-512 VNNI target); every target reads
-// both layouts. Loaders interleave Q8_0/Q4_0 matrices when this holds.
+// kInterleaved16 than on kRows (x86 from AVX2 on); every target reads both
+// layouts. Loaders interleave IsInterleavable matrices when this holds.
 bool InterleavedWeightsPreferred();
 
 // y[r] = Σ_c W[r][c]·x[c] for r in [row_begin, row_end). x: f32 [cols].

@@ -20,20 +20,33 @@ const uint8_t* RowPtr(const MatrixView& w, size_t r) {
   return static_cast<const uint8_t*>(w.data) + r * WeightRowBytes(w.type, w.cols);
 }
 
-// Integer code of weight c in row r of an interleaved matrix (layout in
-// model_kernels.h), and the f16 scale of its block.
-int InterleavedCode(const MatrixView& w, size_t r, size_t c, float* d) {
-  const bool q8 = w.type == WeightType::kQ8_0;
-  const size_t b = c / kQuantBlock;
-  const size_t j = c % kQuantBlock;
+// Block b of row r of an interleaved matrix (layout in model_kernels.h),
+// read back into its GGUF bytes (weight_format.h) at out.
+void InterleavedBlock(const MatrixView& w, size_t r, size_t b, uint8_t* out) {
+  const WeightType t = w.type;
+  const bool q8 = t == WeightType::kQ8_0;
   const size_t i = r % kInterleaveRows;
-  const uint8_t* group = static_cast<const uint8_t*>(w.data) + r / kInterleaveRows * InterleavedGroupBytes(w.type, w.cols);
-  const uint8_t* scale = group + InterleavedScaleOffset(w.type, b) + i * sizeof(uint16_t);
-  *d = F32FromF16(static_cast<uint16_t>(scale[0] | scale[1] << 8));
-  const size_t byte = q8 ? j : j % 16;  // qs byte of the block holding weight j
-  const uint8_t code = group[InterleavedCodeOffset(w.type, b) + 64 * (byte / 4) + 4 * i + byte % 4];
-  if (q8) return static_cast<int>(code) - 128;
-  return (j < 16 ? code & 15 : code >> 4) - 8;
+  const uint8_t* group = static_cast<const uint8_t*>(w.data) + r / kInterleaveRows * InterleavedGroupBytes(t, w.cols);
+  std::memcpy(out, group + InterleavedScaleOffset(t, b) + 2 * i, 2);
+  size_t at = 2;
+  if (InterleavedHasMin(t)) {
+    std::memcpy(out + at, group + InterleavedMinOffset(t, b) + 2 * i, 2);
+    at += 2;
+  }
+  if (InterleavedHasFifthBits(t)) {
+    const uint8_t* fifth = group + InterleavedFifthBitsOffset(t, b) + 4 * i;
+    uint32_t qh = 0;
+    for (size_t v = 0; v < 8; ++v) {
+      for (size_t k = 0; k < 4; ++k) qh |= static_cast<uint32_t>((fifth[k] >> v) & 1) << (InterleavedColumn(t, v) + k);
+    }
+    std::memcpy(out + at, &qh, 4);
+    at += 4;
+  }
+  const size_t qs_bytes = q8 ? 32 : 16;
+  for (size_t j = 0; j < qs_bytes; ++j) {
+    const uint8_t code = group[InterleavedCodeOffset(t, b) + 64 * (j / 4) + 4 * i + j % 4];
+    out[at + j] = q8 ? code ^ 0x80 : code;
+  }
 }
 
 // The 32-weight block of type t holding weight j (< 32) of a row: its signed
@@ -91,14 +104,23 @@ int BlockCode(WeightType t, const uint8_t* block, int j, float* d, float* m) {
 
 int QuantCode(const MatrixView& w, size_t r, size_t c, float* d, float* m) {
   if (w.layout == WeightLayout::kInterleaved16) {
-    *m = 0.0f;
-    return InterleavedCode(w, r, c, d);
+    uint8_t block[sizeof(BlockQ8_0)];  // the largest legacy block
+    InterleavedBlock(w, r, c / kQuantBlock, block);
+    return BlockCode(w.type, block, static_cast<int>(c % kQuantBlock), d, m);
   }
   const size_t block_bytes = GetWeightFormat(w.type).block_bytes;
   return BlockCode(w.type, RowPtr(w, r) + c / kQuantBlock * block_bytes, static_cast<int>(c % kQuantBlock), d, m);
 }
 
 float DequantizeWeight(const MatrixView& w, size_t r, size_t c) {
+  if (w.layout == WeightLayout::kInterleaved16) {
+    // The block read back into GGUF bytes, decoded by the format table.
+    uint8_t block[sizeof(BlockQ8_0)];  // the largest legacy block
+    float values[kQuantBlock];
+    InterleavedBlock(w, r, c / kQuantBlock, block);
+    GetWeightFormat(w.type).dequantize(block, values, kQuantBlock);
+    return values[c % kQuantBlock];
+  }
   const uint8_t* row = RowPtr(w, r);
   switch (w.type) {
     case WeightType::kF32: return reinterpret_cast<const float*>(row)[c];

@@ -63,16 +63,23 @@ void QuantizeRowBF16(const float* x, size_t n, uint16_t* out) {
 
 void InterleaveGroups(const MatrixView& src, size_t group_begin, size_t group_end, uint8_t* dst) {
   if (!IsInterleavable(src.type) || src.layout != WeightLayout::kRows) {
-    std::fprintf(stderr, "%s:%d: only row-major Q8_0/Q4_0 matrices interleave (got %s)\n", __FILE__, __LINE__,
+    std::fprintf(stderr, "%s:%d: only row-major legacy 32-block matrices interleave (got %s)\n", __FILE__, __LINE__,
                  WeightTypeName(src.type));
     std::abort();
   }
   CheckBlockMultiple(src.cols, "InterleaveGroups");
-  const bool q8 = src.type == WeightType::kQ8_0;
+  const WeightType t = src.type;
+  const bool q8 = t == WeightType::kQ8_0;
+  const bool has_min = InterleavedHasMin(t);
+  const bool has_fifth = InterleavedHasFifthBits(t);
   const size_t qs_bytes = q8 ? 32 : 16;  // per block and row
+  // GGUF block: f16 d, [f16 m], [4 bytes qh], qs (weight_format.h).
+  const size_t qh_at = has_min ? 4 : 2;
+  const size_t qs_at = qh_at + (has_fifth ? 4 : 0);
+  const size_t block_bytes = GetWeightFormat(t).block_bytes;
   const size_t nb = src.cols / kQuantBlock;
-  const size_t row_bytes = WeightRowBytes(src.type, src.cols);
-  const size_t group_bytes = InterleavedGroupBytes(src.type, src.cols);
+  const size_t row_bytes = WeightRowBytes(t, src.cols);
+  const size_t group_bytes = InterleavedGroupBytes(t, src.cols);
   const uint8_t* rows = static_cast<const uint8_t*>(src.data);
   for (size_t g = group_begin; g < group_end; ++g) {
     uint8_t* group = dst + g * group_bytes;
@@ -80,21 +87,33 @@ void InterleaveGroups(const MatrixView& src, size_t group_begin, size_t group_en
     for (size_t i = 0; i < kInterleaveRows; ++i) {
       const size_t r = g * kInterleaveRows + i;
       for (size_t b = 0; b < nb; ++b) {
-        uint8_t* scale = group + InterleavedScaleOffset(src.type, b) + i * sizeof(uint16_t);
-        uint8_t* codes = group + InterleavedCodeOffset(src.type, b) + 4 * i;  // qs byte j at 64·(j/4) + j%4
+        uint8_t* codes = group + InterleavedCodeOffset(t, b) + 4 * i;  // qs byte j at 64·(j/4) + j%4
         if (r >= src.rows) {
-          // A zero weight: scale 0, code 8 (Q4_0: both nibbles) or 128.
-          for (size_t j = 0; j < qs_bytes; ++j) codes[64 * (j / 4) + j % 4] = q8 ? 0x80 : 0x88;
+          // A zero weight: scale (and min) 0; Q4_0 code 8 (both nibbles),
+          // Q8_0 128, the other codes 0.
+          const uint8_t zero = q8 ? 0x80 : t == WeightType::kQ4_0 ? 0x88 : 0;
+          for (size_t j = 0; j < qs_bytes; ++j) codes[64 * (j / 4) + j % 4] = zero;
           continue;
         }
-        const uint8_t* block = rows + r * row_bytes + b * (2 + qs_bytes);  // f16 d, then qs
-        std::memcpy(scale, block, sizeof(uint16_t));
+        const uint8_t* block = rows + r * row_bytes + b * block_bytes;
+        std::memcpy(group + InterleavedScaleOffset(t, b) + i * sizeof(uint16_t), block, sizeof(uint16_t));
+        if (has_min) std::memcpy(group + InterleavedMinOffset(t, b) + i * sizeof(uint16_t), block + 2, sizeof(uint16_t));
         const uint32_t bias = q8 ? 0x80808080u : 0u;  // Q8_0 codes + 128 (xor of each byte's sign bit)
         for (size_t j = 0; j < qs_bytes; j += 4) {
           uint32_t four;
-          std::memcpy(&four, block + 2 + j, sizeof(four));
+          std::memcpy(&four, block + qs_at + j, sizeof(four));
           four ^= bias;
           std::memcpy(codes + 16 * j, &four, sizeof(four));  // 64·(j/4)
+        }
+        if (has_fifth) {
+          uint32_t qh;
+          std::memcpy(&qh, block + qh_at, sizeof(qh));
+          uint8_t* fifth = group + InterleavedFifthBitsOffset(t, b) + 4 * i;
+          for (size_t v = 0; v < 8; ++v) {  // code vector v: bit v of byte t
+            for (size_t k = 0; k < 4; ++k) {
+              fifth[k] |= static_cast<uint8_t>(((qh >> (InterleavedColumn(t, v) + k)) & 1) << v);
+            }
+          }
         }
       }
     }

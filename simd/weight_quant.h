@@ -54,7 +54,7 @@ void QuantizeRowIQ4_XS(const float* x, size_t n, BlockIQ4_XS* out);
 void QuantizeRowF16(const float* x, size_t n, uint16_t* out);
 void QuantizeRowBF16(const float* x, size_t n, uint16_t* out);
 
-// Copies 16-row groups [group_begin, group_end) of `src` (Q8_0 or Q4_0,
+// Copies 16-row groups [group_begin, group_end) of `src` (IsInterleavable,
 // kRows) into the kInterleaved16 layout at dst: the whole matrix's
 // MatrixBytes(src.type, kInterleaved16, rows, cols) bytes, 64-byte aligned;
 // the last group's missing rows become zero weights. Groups are independent

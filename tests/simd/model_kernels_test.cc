@@ -43,7 +43,7 @@ const char* LayoutName(const MatrixView& m) {
   return m.layout == WeightLayout::kRows ? "rows" : "interleaved16";
 }
 
-// Copy of a row-major Q8_0/Q4_0 matrix in the kInterleaved16 layout.
+// Copy of a row-major legacy 32-block matrix in the kInterleaved16 layout.
 TestMatrix Interleaved(const MatrixView& src) {
   TestMatrix m;
   const size_t bytes = MatrixBytes(src.type, WeightLayout::kInterleaved16, src.rows, src.cols);
@@ -54,7 +54,7 @@ TestMatrix Interleaved(const MatrixView& src) {
   return m;
 }
 
-// The matrix as given and, for Q8_0/Q4_0, its interleaved copy (owned by
+// The matrix as given and, for the legacy 32-blocks, its interleaved copy (owned by
 // *keep): every kernel test runs on both layouts.
 std::vector<MatrixView> Layouts(const MatrixView& m, TestMatrix* keep) {
   std::vector<MatrixView> views = {m};
@@ -585,20 +585,32 @@ TEST(WeightQuantTest, RoundTripBounds) {
 // are those of the layout description (same bytes per weight, 64-byte groups).
 TEST(WeightFormatTest, InterleavedLayoutRoundTrip) {
   std::mt19937 rng(23);
-  for (WeightType t : {WeightType::kQ8_0, WeightType::kQ4_0}) {
+  for (WeightType t : {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0,
+                       WeightType::kQ5_1, WeightType::kIQ4_NL}) {
+    ASSERT_TRUE(IsInterleavable(t));
     for (size_t rows : {1u, 16u, 17u, 40u}) {
       for (size_t cols : {32u, 96u, 4096u + 32u}) {
         const TestMatrix m = MakeMatrix(t, rows, cols, rng);
         const TestMatrix il = Interleaved(m.view);
         const size_t groups = (rows + 15) / 16;
-        const size_t code_bytes = t == WeightType::kQ8_0 ? 512 : 256;
-        EXPECT_EQ(InterleavedGroupBytes(t, cols), (cols / 64) * (2 * code_bytes + 64) + (cols / 32) % 2 * (code_bytes + 64));
+        // A whole pair of blocks of 16 rows takes the bytes of 32 GGUF blocks;
+        // an odd last block its 16 rows' bytes plus its partner's scales (and mins).
+        const size_t pair_bytes = 32 * GetWeightFormat(t).block_bytes;
+        const size_t header = InterleavedHeaderBytes(t);
+        EXPECT_EQ(InterleavedGroupBytes(t, cols), (cols / 64) * pair_bytes + (cols / 32) % 2 * (pair_bytes / 2 + header));
+        EXPECT_EQ(InterleavedGroupBytes(t, cols) % 64, 0u);
         EXPECT_EQ(MatrixBytes(t, WeightLayout::kInterleaved16, rows, cols), groups * InterleavedGroupBytes(t, cols));
         for (size_t r = 0; r < groups * 16; ++r) {
           for (size_t c = 0; c < cols; ++c) {
             const float want = r < rows ? ref::DequantizeWeight(m.view, r, c) : 0.0f;
             ASSERT_EQ(ref::DequantizeWeight(il.view, r, c), want)
                 << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r << " c=" << c;
+            if (r >= rows) continue;
+            float d0, m0, d1, m1;  // the integer semantics every kernel uses
+            ASSERT_EQ(ref::QuantCode(il.view, r, c, &d1, &m1), ref::QuantCode(m.view, r, c, &d0, &m0))
+                << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r << " c=" << c;
+            ASSERT_EQ(d1, d0);
+            ASSERT_EQ(m1, m0);
           }
         }
       }
