@@ -109,7 +109,7 @@ inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22,
 //   kFloat: f32/f16/bf16 weights widened to f32;
 //   kInt8: the legacy blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL)
 //     with int8 activations and exact integer block dots (matvec_legacy.cc);
-//     Q8_0/Q4_0 also interleave (IsInterleavable, model_kernels.h);
+//     all of them also interleave (IsInterleavable, model_kernels.h);
 //   kInt8K: Q2_K … Q6_K and IQ4_XS with Q8_K int8 activations
 //     (matvec_kquant.h);
 enum class WeightKernel : uint8_t { kFloat, kInt8, kInt8K };
@@ -146,7 +146,7 @@ inline size_t WeightRowBytes(WeightType t, size_t cols) {
   const WeightFormat& f = GetWeightFormat(t);
   return cols / f.block * f.block_bytes;
 }
-// Q8_0 or Q4_0: the int8-activation kernels and the kInterleaved16 layout.
+// The legacy 32-blocks: the int8-activation kernels and the kInterleaved16 layout.
 inline bool IsQuantizedWeight(WeightType t) { return GetWeightFormat(t).kernel == WeightKernel::kInt8; }
 // out[0, n) = the first n weights of a row stored at src (n a multiple of the block size).
 inline void DequantizeRow(WeightType t, const void* src, float* out, size_t n) {

@@ -75,15 +75,15 @@ int RunInfo(const InfoOptions& opt) {
       for (const MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3, &l.w2}) ++counts[static_cast<int>(m->type)];
     }
     std::string mix;
-    int interleavable = 0;  // matrices of the types the Q8_0/Q4_0 layout applies to
+    int interleavable = 0;  // matrices of the types the interleaved layout applies to
     for (int t = 0; t < kNumWeightTypes; ++t) {
       if (counts[t] == 0) continue;
-      if (IsQuantizedWeight(static_cast<WeightType>(t))) interleavable += counts[t];
+      if (IsInterleavable(static_cast<WeightType>(t))) interleavable += counts[t];
       const char* name = WeightTypeName(static_cast<WeightType>(t));
       j["matrix_types"][name] = counts[t];
       mix += (mix.empty() ? "" : ", ") + std::string(name) + " x" + std::to_string(counts[t]);
     }
-    // What generate/bench do with Q8_0/Q4_0 matrices on this CPU.
+    // What generate/bench do with the legacy 32-block matrices on this CPU.
     const char* layout = InterleavedWeightsPreferred() && !opt.model.no_repack ? "interleaved16" : "file";
     j["weight_layout"] = layout;
     j["kv_plan"] = {{"policy", EvictionPolicyName(plan->policy)}, {"key_format", KvFormatName(plan->key_format)},
@@ -99,9 +99,9 @@ int RunInfo(const InfoOptions& opt) {
                   FormatBytes(loaded->weights->weight_bytes).c_str());
       std::printf("  matrices: %s\n", mix.c_str());
       if (interleavable > 0) {
-        std::printf("  Q8_0/Q4_0 layout %s\n", std::string(layout) == "file"
-                                                     ? "as in the file (used in place)"
-                                                     : "interleaved16 (copied at load for the AVX-512 VNNI kernels)");
+        std::printf("  32-block layout %s\n", std::string(layout) == "file"
+                                                   ? "as in the file (used in place)"
+                                                   : "interleaved16 (copied at load for the x86 kernels)");
       }
       std::printf("kv plan:           %s\n", plan->Describe().c_str());
       std::printf("  %d tokens per lane fit; an f16 cache of that many tokens needs %s\n", plan->capacity,

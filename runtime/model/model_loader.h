@@ -14,8 +14,9 @@
 namespace kvedge {
 
 struct LoadOptions {
-  // Copy Q8_0/Q4_0 matrices into the kInterleaved16 layout when this CPU's
-  // kernels are faster on it (InterleavedWeightsPreferred(): AVX-512 VNNI).
+  // Copy the legacy 32-block matrices (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL)
+  // into the kInterleaved16 layout when this CPU's kernels are faster on it
+  // (InterleavedWeightsPreferred(): x86 from AVX2 on).
   // The copies replace the mapped bytes in the resident set (their pages are
   // dropped), so RSS stays ≈ the weights; loading reads every weight once.
   // false: matrices are used in place from the mapping (page cache shared
@@ -28,7 +29,7 @@ struct LoadOptions {
 // the tensor or field, and what was expected. Thread-safe (no shared state).
 StatusOr<std::unique_ptr<ModelWeights>> LoadModel(const std::string& path, const LoadOptions& options = {});
 
-// Copies every Q8_0/Q4_0 matrix of w into owned kInterleaved16 buffers and
+// Copies every IsInterleavable matrix of w into owned kInterleaved16 buffers and
 // points the views at them (token_embedding stays in place: it is read one
 // row at a time); the mapped source pages are dropped from the resident set.
 // No-op for other formats. Errors: out of memory for a copy.
