@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <utility>
 
 #include "simd/matvec_interleaved.h"
 #include "simd/model_kernels.h"
@@ -139,36 +138,40 @@ constexpr long long BitMoveMatrix(int from, int to) {
 //   the high nibbles vpshufb);
 //   Q5_0/Q5_1: OR the fifth bit of vector i (bit i of the fifth-bit bytes,
 //   one affine op) into bit 4.
+// Lane code vectors 2j and 2j + 1 from qs vector j (nibble types); fifth:
+// the block's fifth-bit bytes (Q5), table: the codebook + 128 in every
+// 128-bit block (IQ4_NL).
+template <class Block, int J>
+KVEDGE_ATTR_VNNI512 HWY_INLINE void LoadLaneNibbles(const uint8_t* codes, __m512i table, __m512i fifth, __m512i* out) {
+  constexpr long long kHighNibble = 0x1020408000000000ll;  // bit i ← bit i + 4
+  const __m512i v = _mm512_load_si512(codes + 64 * J);
+  __m512i lo, hi = _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(kHighNibble), 0);
+  if constexpr (kLaneCodebook<Block>) {
+    lo = _mm512_permutexvar_epi8(v, table);
+    hi = _mm512_shuffle_epi8(table, hi);
+  } else {
+    lo = _mm512_and_si512(v, _mm512_set1_epi8(15));
+  }
+  if constexpr (kLaneFifth<Block>) {
+    lo = _mm512_or_si512(lo, _mm512_gf2p8affine_epi64_epi8(fifth, _mm512_set1_epi64(BitMoveMatrix(2 * J, 4)), 0));
+    hi = _mm512_or_si512(hi, _mm512_gf2p8affine_epi64_epi8(fifth, _mm512_set1_epi64(BitMoveMatrix(2 * J + 1, 4)), 0));
+  }
+  out[2 * J] = lo;
+  out[2 * J + 1] = hi;
+}
+
 template <class Block>
 KVEDGE_ATTR_VNNI512 HWY_INLINE void LoadLaneCodes(const uint8_t* codes, __m512i* out) {
   if constexpr (kLaneNibbles<Block>) {
-    constexpr long long kHighNibble = 0x1020408000000000ll;  // bit i ← bit i + 4
-    __m512i table = _mm512_setzero_si512();
+    __m512i table = _mm512_setzero_si512(), fifth = _mm512_setzero_si512();
     if constexpr (kLaneCodebook<Block>) {
       table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4nlUnsigned)));
     }
-    __m512i fifth = _mm512_setzero_si512();
     if constexpr (kLaneFifth<Block>) fifth = _mm512_load_si512(codes + 256);
-    [&]<size_t... J>(std::index_sequence<J...>) {
-      (
-          [&] {
-            const __m512i v = _mm512_load_si512(codes + 64 * J);
-            __m512i lo, hi = _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(kHighNibble), 0);
-            if constexpr (kLaneCodebook<Block>) {
-              lo = _mm512_permutexvar_epi8(v, table);
-              hi = _mm512_shuffle_epi8(table, hi);
-            } else {
-              lo = _mm512_and_si512(v, _mm512_set1_epi8(15));
-            }
-            if constexpr (kLaneFifth<Block>) {
-              lo = _mm512_or_si512(lo, _mm512_gf2p8affine_epi64_epi8(fifth, _mm512_set1_epi64(BitMoveMatrix(2 * J, 4)), 0));
-              hi = _mm512_or_si512(hi, _mm512_gf2p8affine_epi64_epi8(fifth, _mm512_set1_epi64(BitMoveMatrix(2 * J + 1, 4)), 0));
-            }
-            out[2 * J] = lo;
-            out[2 * J + 1] = hi;
-          }(),
-          ...);
-    }(std::make_index_sequence<4>());
+    LoadLaneNibbles<Block, 0>(codes, table, fifth, out);
+    LoadLaneNibbles<Block, 1>(codes, table, fifth, out);
+    LoadLaneNibbles<Block, 2>(codes, table, fifth, out);
+    LoadLaneNibbles<Block, 3>(codes, table, fifth, out);
   } else {
     for (size_t j = 0; j < 8; ++j) out[j] = _mm512_load_si512(codes + 64 * j);
   }
@@ -360,44 +363,51 @@ HWY_INLINE void LaneStoreF(LaneF v, float* p, size_t n) {
 // pairs with the 4 activation codes at LaneCodeColumn(i). Q5: the fifth bit
 // of vector i is bit i of its byte, shifted to bit 4 (16-bit shifts move no
 // other byte's bit there for shifts ≤ 4) and ORed in.
+template <class Block, int J>
+HWY_INLINE void LoadLaneNibbles(const uint8_t* codes, size_t h, LaneI table, LaneI fifth, LaneI* out) {
+  const LaneI v = LaneLoad(codes + 64 * J + 4 * kLaneRows * h);
+  LaneI lo = LaneAnd(v, LaneSet8(15)), hi = LaneAnd(LaneShr4(v), LaneSet8(15));
+  if constexpr (kLaneCodebook<Block>) {
+    lo = LaneLookup(table, lo);
+    hi = LaneLookup(table, hi);
+  }
+  if constexpr (kLaneFifth<Block>) {
+    lo = LaneOr(lo, LaneAnd(LaneShift16<4 - 2 * J>(fifth), LaneSet8(16)));
+    hi = LaneOr(hi, LaneAnd(LaneShift16<3 - 2 * J>(fifth), LaneSet8(16)));
+  }
+  out[2 * J] = lo;
+  out[2 * J + 1] = hi;
+}
+
 template <class Block>
 HWY_INLINE void LoadLaneCodes(const uint8_t* codes, size_t h, LaneI* out) {
   if constexpr (kLaneNibbles<Block>) {
     LaneI table = LaneSet8(0), fifth = LaneSet8(0);
     if constexpr (kLaneCodebook<Block>) table = LaneTable(kIq4nlValues);
     if constexpr (kLaneFifth<Block>) fifth = LaneLoad(codes + 256 + 4 * kLaneRows * h);
-    [&]<int... J>(std::integer_sequence<int, J...>) {
-      (
-          [&] {
-            const LaneI v = LaneLoad(codes + 64 * J + 4 * kLaneRows * h);
-            LaneI lo = LaneAnd(v, LaneSet8(15)), hi = LaneAnd(LaneShr4(v), LaneSet8(15));
-            if constexpr (kLaneCodebook<Block>) {
-              lo = LaneLookup(table, lo);
-              hi = LaneLookup(table, hi);
-            }
-            if constexpr (kLaneFifth<Block>) {
-              lo = LaneOr(lo, LaneAnd(LaneShift16<4 - 2 * J>(fifth), LaneSet8(16)));
-              hi = LaneOr(hi, LaneAnd(LaneShift16<3 - 2 * J>(fifth), LaneSet8(16)));
-            }
-            out[2 * J] = lo;
-            out[2 * J + 1] = hi;
-          }(),
-          ...);
-    }(std::make_integer_sequence<int, 4>());
+    LoadLaneNibbles<Block, 0>(codes, h, table, fifth, out);
+    LoadLaneNibbles<Block, 1>(codes, h, table, fifth, out);
+    LoadLaneNibbles<Block, 2>(codes, h, table, fifth, out);
+    LoadLaneNibbles<Block, 3>(codes, h, table, fifth, out);
   } else {
     for (size_t j = 0; j < 8; ++j) out[j] = LaneXor(LaneLoad(codes + 64 * j + 4 * kLaneRows * h), LaneSet8(0x80));
   }
 }
 
 // Σ of the block's exact products for one input vector, per row lane.
+// The 4 activation codes code vector i meets, in every lane.
+template <class Block>
+HWY_INLINE LaneI LaneActivations(const int8_t* q, size_t i) {
+  return LaneSet32(LoadU32(q + LaneCodeColumn<Block>(i)));
+}
+
 template <class Block>
 HWY_INLINE LaneI LaneBlockDot(const LaneI* w, const int8_t* q) {
-  const auto x = [&](size_t i) { return LaneSet32(LoadU32(q + LaneCodeColumn<Block>(i))); };
   if constexpr (kLaneSigned<Block>) {
     LaneI sum = LaneSet32(0);
     for (size_t i = 0; i < 8; ++i) {
       LaneI abs_w, signed_x;
-      LaneSignSplit(w[i], x(i), &abs_w, &signed_x);
+      LaneSignSplit(w[i], LaneActivations<Block>(q, i), &abs_w, &signed_x);
       sum = LaneAdd32(sum, LaneWiden(LaneMulPairs(abs_w, signed_x)));
     }
     return sum;
@@ -406,8 +416,8 @@ HWY_INLINE LaneI LaneBlockDot(const LaneI* w, const int8_t* q) {
     constexpr size_t kGroup = kLaneFifth<Block> ? 4 : 8;
     LaneI sum = LaneSet32(0);
     for (size_t g = 0; g < 8; g += kGroup) {
-      LaneI pairs = LaneMulPairs(w[g], x(g));
-      for (size_t i = g + 1; i < g + kGroup; ++i) pairs = LaneAdd16(pairs, LaneMulPairs(w[i], x(i)));
+      LaneI pairs = LaneMulPairs(w[g], LaneActivations<Block>(q, g));
+      for (size_t i = g + 1; i < g + kGroup; ++i) pairs = LaneAdd16(pairs, LaneMulPairs(w[i], LaneActivations<Block>(q, i)));
       sum = g == 0 ? LaneWiden(pairs) : LaneAdd32(sum, LaneWiden(pairs));
     }
     return sum;
