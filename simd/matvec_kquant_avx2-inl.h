@@ -143,6 +143,26 @@ HWY_INLINE Avx2Sums Avx2SumsQ6(const BlockQ6_K& b, const BlockQ8_K& a) {
 }
 
 
+// The 16 scales − 32 of a Q3_K super-block as int16 lanes: UnpackQ3KScales
+// in registers (scalar word stores read back as one vector stalled on store
+// forwarding: 28 % of the kernel's samples). p: 16 bytes, the 12 packed
+// scales at p + 2 (the codes' last two bytes first keeps the load inside the
+// block). Scale g: low 4 bits from byte g % 8 (>> 4 when g ≥ 8), high 2 bits
+// from byte 8 + g % 4 (>> 2·(g / 4)); 32-bit shifts are exact under the
+// per-byte masks.
+HWY_INLINE __m256i Avx2Q3Scales16(const uint8_t* p) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i lo = _mm_and_si128(
+      _mm_srlv_epi32(_mm_shuffle_epi8(v, _mm_setr_epi8(2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9)),
+                     _mm_setr_epi32(0, 0, 4, 4)),
+      _mm_set1_epi8(15));
+  const __m128i hi = _mm_and_si128(
+      _mm_srlv_epi32(_mm_shuffle_epi8(v, _mm_setr_epi8(10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13)),
+                     _mm_setr_epi32(0, 2, 4, 6)),
+      _mm_set1_epi8(3));
+  return _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_or_si128(lo, _mm_slli_epi32(hi, 4))), _mm256_set1_epi16(32));
+}
+
 // Q2_K (kQ3 false) or Q3_K against activations a (ggml order), a scale per
 // 16 weights: weight 128h + 32j + l is bit pair j of qs[32h + l] (Q3_K: + 4
 // when bit 4h + j of hmask[l] is set, the unsigned code q + 4). S = Σ sc·u·x,
@@ -152,10 +172,7 @@ template <bool kQ3, class Block>
 HWY_INLINE Avx2Sums Avx2SumsQ23(const Block& b, const BlockQ8_K& a) {
   __m256i sc16, m16;  // [16] int16 scales, mins
   if constexpr (kQ3) {
-    HWY_ALIGN int8_t packed[16];
-    UnpackQ3KScales(b.scales, packed);
-    sc16 = _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(packed))),
-                            _mm256_set1_epi16(32));
+    sc16 = Avx2Q3Scales16(b.qs + 62);
     m16 = sc16;
   } else {
     const __m256i bytes = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
