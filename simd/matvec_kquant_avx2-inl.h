@@ -179,7 +179,9 @@ HWY_INLINE Avx2Sums Avx2SumsQ23(const Block& b, const BlockQ8_K& a) {
     sc16 = _mm256_and_si256(bytes, _mm256_set1_epi16(15));
     m16 = _mm256_srli_epi16(bytes, 4);
   }
-  const __m256i k3 = _mm256_set1_epi8(3);
+  const __m256i k3 = _mm256_set1_epi8(3), k4 = _mm256_set1_epi8(4);
+  __m256i hm = _mm256_setzero_si256();  // bit 4h + j of byte l: the high bit of weight 128h + 32j + l
+  if constexpr (kQ3) hm = Load32(b.hmask);
   __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
   for (int h = 0; h < 2; ++h) {
     // [sc_8h … sc_8h+7] in both 128-bit lanes.
@@ -190,8 +192,10 @@ HWY_INLINE Avx2Sums Avx2SumsQ23(const Block& b, const BlockQ8_K& a) {
       // 16-bit shifts are exact under the per-byte masks.
       __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), k3);
       if constexpr (kQ3) {
-        const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(Load32(b.hmask), 4 * h + j), _mm256_set1_epi8(1));
-        u = _mm256_or_si256(u, _mm256_slli_epi16(bit, 2));
+        // Bit k = 4h + j moved to bit 2 (value 4) by one shift and mask.
+        const int k = 4 * h + j;
+        const __m256i at2 = k > 2 ? _mm256_srli_epi16(hm, k - 2) : k < 2 ? _mm256_slli_epi16(hm, 2 - k) : hm;
+        u = _mm256_or_si256(u, _mm256_and_si256(at2, k4));
       }
       const __m256i p = _mm256_maddubs_epi16(u, Load32(a.qs + 128 * h + 32 * j));
       acc[j & 1] = _mm256_add_epi32(acc[j & 1], ScaledPairs(p, table, kAvx2Index.q6_scale[j]));
@@ -301,10 +305,13 @@ HWY_INLINE void Avx2Pass(const Block* w, size_t nsb_row, size_t nsb, size_t vali
       acc = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mins), acc);
     } else {
       if constexpr (kAvx2OffsetShift<Block> >= 0) sums = _mm256_sub_epi32(sums, _mm256_slli_epi32(mins, kAvx2OffsetShift<Block>));
-      HWY_ALIGN uint16_t d[kAvx2Rows];  // [row] f16 d
-      for (size_t i = 0; i < kAvx2Rows; ++i) d[i] = row[i][s].d;
-      acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d))), dx),
-                            _mm256_cvtepi32_ps(sums), acc);
+      // [row] f16 d, inserted lane by lane (eight 16-bit stores read back as
+      // one vector would stall on store forwarding).
+      const __m128i d = _mm_setr_epi16(static_cast<int16_t>(row[0][s].d), static_cast<int16_t>(row[1][s].d),
+                                       static_cast<int16_t>(row[2][s].d), static_cast<int16_t>(row[3][s].d),
+                                       static_cast<int16_t>(row[4][s].d), static_cast<int16_t>(row[5][s].d),
+                                       static_cast<int16_t>(row[6][s].d), static_cast<int16_t>(row[7][s].d));
+      acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(d), dx), _mm256_cvtepi32_ps(sums), acc);
     }
   }
   _mm256_maskstore_ps(y, lanes, acc);
