@@ -143,6 +143,26 @@ HWY_INLINE Avx2Sums Avx2SumsQ6(const BlockQ6_K& b, const BlockQ8_K& a) {
 }
 
 
+// The 16 scales − 32 of a Q3_K super-block as int16 lanes: UnpackQ3KScales
+// in registers (scalar word stores read back as one vector stalled on store
+// forwarding: 28 % of the kernel's samples). p: 16 bytes, the 12 packed
+// scales at p + 2 (the codes' last two bytes first keeps the load inside the
+// block). Scale g: low 4 bits from byte g % 8 (>> 4 when g ≥ 8), high 2 bits
+// from byte 8 + g % 4 (>> 2·(g / 4)); 32-bit shifts are exact under the
+// per-byte masks.
+HWY_INLINE __m256i Avx2Q3Scales16(const uint8_t* p) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i lo = _mm_and_si128(
+      _mm_srlv_epi32(_mm_shuffle_epi8(v, _mm_setr_epi8(2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9)),
+                     _mm_setr_epi32(0, 0, 4, 4)),
+      _mm_set1_epi8(15));
+  const __m128i hi = _mm_and_si128(
+      _mm_srlv_epi32(_mm_shuffle_epi8(v, _mm_setr_epi8(10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13)),
+                     _mm_setr_epi32(0, 2, 4, 6)),
+      _mm_set1_epi8(3));
+  return _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_or_si128(lo, _mm_slli_epi32(hi, 4))), _mm256_set1_epi16(32));
+}
+
 // Q2_K (kQ3 false) or Q3_K against activations a (ggml order), a scale per
 // 16 weights: weight 128h + 32j + l is bit pair j of qs[32h + l] (Q3_K: + 4
 // when bit 4h + j of hmask[l] is set, the unsigned code q + 4). S = Σ sc·u·x,
@@ -152,17 +172,16 @@ template <bool kQ3, class Block>
 HWY_INLINE Avx2Sums Avx2SumsQ23(const Block& b, const BlockQ8_K& a) {
   __m256i sc16, m16;  // [16] int16 scales, mins
   if constexpr (kQ3) {
-    HWY_ALIGN int8_t packed[16];
-    UnpackQ3KScales(b.scales, packed);
-    sc16 = _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(packed))),
-                            _mm256_set1_epi16(32));
+    sc16 = Avx2Q3Scales16(b.qs + 62);
     m16 = sc16;
   } else {
     const __m256i bytes = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
     sc16 = _mm256_and_si256(bytes, _mm256_set1_epi16(15));
     m16 = _mm256_srli_epi16(bytes, 4);
   }
-  const __m256i k3 = _mm256_set1_epi8(3);
+  const __m256i k3 = _mm256_set1_epi8(3), k4 = _mm256_set1_epi8(4);
+  __m256i hm = _mm256_setzero_si256();  // bit 4h + j of byte l: the high bit of weight 128h + 32j + l
+  if constexpr (kQ3) hm = Load32(b.hmask);
   __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
   for (int h = 0; h < 2; ++h) {
     // [sc_8h … sc_8h+7] in both 128-bit lanes.
@@ -173,8 +192,10 @@ HWY_INLINE Avx2Sums Avx2SumsQ23(const Block& b, const BlockQ8_K& a) {
       // 16-bit shifts are exact under the per-byte masks.
       __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), k3);
       if constexpr (kQ3) {
-        const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(Load32(b.hmask), 4 * h + j), _mm256_set1_epi8(1));
-        u = _mm256_or_si256(u, _mm256_slli_epi16(bit, 2));
+        // Bit k = 4h + j moved to bit 2 (value 4) by one shift and mask.
+        const int k = 4 * h + j;
+        const __m256i at2 = k > 2 ? _mm256_srli_epi16(hm, k - 2) : k < 2 ? _mm256_slli_epi16(hm, 2 - k) : hm;
+        u = _mm256_or_si256(u, _mm256_and_si256(at2, k4));
       }
       const __m256i p = _mm256_maddubs_epi16(u, Load32(a.qs + 128 * h + 32 * j));
       acc[j & 1] = _mm256_add_epi32(acc[j & 1], ScaledPairs(p, table, kAvx2Index.q6_scale[j]));
@@ -284,10 +305,13 @@ HWY_INLINE void Avx2Pass(const Block* w, size_t nsb_row, size_t nsb, size_t vali
       acc = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mins), acc);
     } else {
       if constexpr (kAvx2OffsetShift<Block> >= 0) sums = _mm256_sub_epi32(sums, _mm256_slli_epi32(mins, kAvx2OffsetShift<Block>));
-      HWY_ALIGN uint16_t d[kAvx2Rows];  // [row] f16 d
-      for (size_t i = 0; i < kAvx2Rows; ++i) d[i] = row[i][s].d;
-      acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d))), dx),
-                            _mm256_cvtepi32_ps(sums), acc);
+      // [row] f16 d, inserted lane by lane (eight 16-bit stores read back as
+      // one vector would stall on store forwarding).
+      const __m128i d = _mm_setr_epi16(static_cast<int16_t>(row[0][s].d), static_cast<int16_t>(row[1][s].d),
+                                       static_cast<int16_t>(row[2][s].d), static_cast<int16_t>(row[3][s].d),
+                                       static_cast<int16_t>(row[4][s].d), static_cast<int16_t>(row[5][s].d),
+                                       static_cast<int16_t>(row[6][s].d), static_cast<int16_t>(row[7][s].d));
+      acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(d), dx), _mm256_cvtepi32_ps(sums), acc);
     }
   }
   _mm256_maskstore_ps(y, lanes, acc);

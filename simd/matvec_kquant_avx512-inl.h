@@ -269,22 +269,48 @@ KVEDGE_ATTR_KQ HWY_INLINE RawSums SumsQ23(const Block& b, const BlockQ8_K& a, co
   }
   const __m512i scz = _mm512_castsi256_si512(sc);
   const __m512i q = _mm512_loadu_si512(b.qs), k3 = _mm512_set1_epi8(3);
-  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+  __m512i w[4];  // [j] unsigned codes of bit pair j, 0…3 (Q3_K: 0…7)
   for (int j = 0; j < 4; ++j) {
-    __m512i w = _mm512_and_si512(_mm512_srl_epi16(q, _mm_cvtsi32_si128(2 * j)), k3);
+#if HWY_TARGET == HWY_AVX3_DL
+    // Bits 2j, 2j + 1 of each byte to bits 0, 1 in one GF(2) affine op
+    // (result bit i is the parity of matrix byte 7 − i AND the input byte).
+    w[j] = _mm512_gf2p8affine_epi64_epi8(q, _mm512_set1_epi64(static_cast<long long>((1ull << (2 * j)) << 56 |
+                                                                                     (1ull << (2 * j + 1)) << 48)),
+                                         0);
+#else
+    w[j] = _mm512_and_si512(_mm512_srl_epi16(q, _mm_cvtsi32_si128(2 * j)), k3);
+#endif
     if constexpr (kQ3) {
       // Bit j (low 256 bits: weights 32j + l) or 4 + j (high: 128 + 32j + l)
       // of hmask[l] adds 4.
       const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask)));
       const __m512i bits = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << j)),
                                               _mm256_set1_epi8(static_cast<char>(1 << (4 + j))), 1);
-      w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(h, bits), w, _mm512_set1_epi8(4));
+      w[j] = _mm512_mask_add_epi8(w[j], _mm512_test_epi8_mask(h, bits), w[j], _mm512_set1_epi8(4));
     }
-    const __m512i p = _mm512_maddubs_epi16(w, _mm512_loadu_si512(a.qs + 64 * j));
+  }
+#if HWY_TARGET == HWY_AVX3_DL
+  // vpdpbusd sums 4 code × activation products per int32 lane (one group of
+  // 16 per 128-bit lane; |·| ≤ 4·7·127, fits int16), vpackssdw packs two
+  // code vectors' sums (exact) and one vpdpwssd per pair weights them by
+  // their group's scale (idx.pair): 2 vpermw + 2 vpdpwssd per super-block
+  // instead of 4 + 4.
+  __m512i d[4];
+  for (int j = 0; j < 4; ++j) d[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[j], _mm512_loadu_si512(a.qs + 64 * j));
+  const __m512i acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_packs_epi32(d[0], d[1]),
+                                          _mm512_permutexvar_epi16(idx.pair[0], scz));
+  return {_mm512_dpwssd_epi32(acc, _mm512_packs_epi32(d[2], d[3]), _mm512_permutexvar_epi16(idx.pair[1], scz)),
+          _mm256_madd_epi16(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)))};
+#else
+  (void)k3;
+  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+  for (int j = 0; j < 4; ++j) {
+    const __m512i p = _mm512_maddubs_epi16(w[j], _mm512_loadu_si512(a.qs + 64 * j));
     acc[j & 1] = AddScaledPairs(acc[j & 1], p, _mm512_permutexvar_epi16(idx.scale[j], scz));
   }
   return {_mm512_add_epi32(acc[0], acc[1]),
           _mm256_madd_epi16(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)))};
+#endif
 }
 
 // IQ4_XS against activations a: S = Σ (ls − 32)·level·x. The levels are
