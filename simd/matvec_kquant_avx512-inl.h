@@ -408,6 +408,16 @@ KVEDGE_ATTR_KQ HWY_INLINE void PassQ45(const Block* const* row, size_t s, const 
                                   _mm256_cvtph_ps(_mm256_castsi256_si128(dm)));  // [d × 4, dmin × 4]
 }
 
+// Bytes of weights the software prefetch runs ahead of the pass (at least
+// one pass). Q4_K/Q5_K/IQ4_XS passes of 2048 columns are 4.3–5.5 KiB and
+// one pass ahead was too close: from DRAM on AVX3_DL (a loaded machine,
+// load 9–11; best of 245 calls, GB/s, two rounds each) one → two passes
+// ahead took Q4_K 22.6/22.7 → 27.3/23.3, Q5_K 25.1/24.5 → 30.3/26.8 and
+// IQ4_XS 20.2/19.1 → 21.0/26.8; three passes Q4_K 21.7/20.6/21.8 →
+// 23.2/22.9/23.2, four no better. The other types keep one pass.
+template <class Block>
+constexpr size_t kPrefetchBytes = kIsQ45<Block> || std::is_same_v<Block, BlockIQ4_XS> ? 8192 : 0;
+
 // y[r] for rows [row_begin, row_end) over super-blocks [cb, cb + nsb),
 // continuing from y when cb > 0. Four rows per pass, one f32 lane each: the
 // four rows' S (and M) of a super-block come out of one transposed
@@ -420,18 +430,20 @@ KVEDGE_ATTR_KQ HWY_NOINLINE void AvxChunkRows(const Block* w, size_t nsb_row, si
                                               const BlockQ8_K* xc, float* y, size_t row_begin, size_t row_end) {
   constexpr size_t kRowsPerPass = 4;
   const AvxIndex idx = MakeAvxIndex<Block>();
+  const size_t pass_bytes = kRowsPerPass * nsb * sizeof(Block);
+  const size_t passes = std::max<size_t>(1, (kPrefetchBytes<Block> + pass_bytes - 1) / pass_bytes);
   for (size_t r = row_begin; r < row_end; r += kRowsPerPass) {
     const size_t valid = std::min(kRowsPerPass, row_end - r);
     const __mmask8 mask = static_cast<__mmask8>((1u << valid) - 1);
     const Block* row[kRowsPerPass];
     for (size_t i = 0; i < kRowsPerPass; ++i) row[i] = w + (r + std::min(i, valid - 1)) * nsb_row + cb;
     __m128 acc = cb == 0 ? _mm_setzero_ps() : _mm_maskz_loadu_ps(mask, y + r);
-    // Software prefetch of the next pass's rows (kRowsPerPass·nsb_row
-    // super-blocks ahead), this step's share of them: four row streams left
-    // the hardware prefetcher behind (Q4_K from DRAM, CPU-time GB/s:
-    // 13.6 → 18.5, loaded machine).
-    const char* ahead = r + 2 * kRowsPerPass <= row_end
-                            ? reinterpret_cast<const char*>(w + (r + kRowsPerPass) * nsb_row + cb)
+    // Software prefetch of a later pass's rows, this step's share of them:
+    // four row streams left the hardware prefetcher behind (Q4_K from DRAM,
+    // CPU-time GB/s: 13.6 → 18.5, loaded machine). `passes` ahead: at least
+    // kPrefetchBytes<Block> in flight.
+    const char* ahead = r + (passes + 1) * kRowsPerPass <= row_end
+                            ? reinterpret_cast<const char*>(w + (r + passes * kRowsPerPass) * nsb_row + cb)
                             : nullptr;
     for (size_t s = 0; s < nsb; ++s) {
       if (ahead != nullptr) {
