@@ -57,10 +57,14 @@ constexpr std::array<uint8_t, 16> AvxOrder() {
 // Weights per sub-block scale.
 template <class Block>
 constexpr int kScaleGroup = kIsQ45<Block> || std::is_same_v<Block, BlockIQ4_XS> ? 32 : 16;
-// Q6_K (5) and Q3_K (2) sum unsigned codes q + 2^shift: the caller takes
-// S − (M << shift), M = Σ sc·bsum; −1: signed codes or mins (no offset).
+// Q6_K (5), Q3_K (2) and, on AVX3_DL, IQ4_XS (7: levels + 128) sum unsigned
+// codes q + 2^shift: the caller takes S − (M << shift), M = Σ sc·bsum; −1:
+// signed codes or mins (no offset).
 template <class Block>
-constexpr int kOffsetShift = std::is_same_v<Block, BlockQ6_K> ? 5 : std::is_same_v<Block, BlockQ3_K> ? 2 : -1;
+constexpr int kOffsetShift = std::is_same_v<Block, BlockQ6_K>                                  ? 5
+                             : std::is_same_v<Block, BlockQ3_K>                                ? 2
+                             : std::is_same_v<Block, BlockIQ4_XS> && HWY_TARGET == HWY_AVX3_DL ? 7
+                                                                                               : -1;
 
 // One input vector's Q8_K activations over a chunk, qs in the weight
 // format's byte order (AvxOrder).
@@ -313,10 +317,15 @@ KVEDGE_ATTR_KQ HWY_INLINE RawSums SumsQ23(const Block& b, const BlockQ8_K& a, co
 #endif
 }
 
-// IQ4_XS against activations a: S = Σ (ls − 32)·level·x. The levels are
-// signed (vpshufb from the codebook), so vpmaddubsw takes |level| against x
-// negated where the level is (|level·x| ≤ 127², a pair ≤ 32258: no
-// saturation; x ≥ −127, so −x fits).
+// IQ4_XS against activations a: S = Σ (ls − 32)·level·x.
+// AVX3_DL: the unsigned levels u = level + 128 (1…241, vpshufb from the
+// codebook xor 0x80) meet x in vpdpbusd; a 128-bit lane of code vectors 0
+// and 1 (2 and 3) is one sub-block (AvxOrder), so both accumulate into one
+// int32 lane set (≤ 8·241·127) that one vpmulld weights by its scale:
+// S = Σ ls·u·x, M = Σ ls·bsum, and the caller takes S − (M << 7)
+// (|S| ≤ 2^28). AVX3: the levels are signed, so vpmaddubsw takes |level|
+// against x negated where the level is (|level·x| ≤ 127², a pair ≤ 32258:
+// no saturation; x ≥ −127, so −x fits).
 KVEDGE_ATTR_KQ HWY_INLINE RawSums SumsIQ4XS(const BlockIQ4_XS& b, const BlockQ8_K& a, const AvxIndex& idx) {
   const __m128i head = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(&b));  // d, scales_h, scales_l[4]
   const __m128i lo = _mm_and_si128(
@@ -327,11 +336,29 @@ KVEDGE_ATTR_KQ HWY_INLINE RawSums SumsIQ4XS(const BlockIQ4_XS& b, const BlockQ8_
       _mm_srlv_epi16(_mm_shuffle_epi8(head, _mm_setr_epi8(2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3)),
                      _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14)),
       _mm_set1_epi16(3));
-  const __m512i scz =
-      _mm512_castsi128_si512(_mm_sub_epi16(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi16(32)));
+  const __m128i sc = _mm_sub_epi16(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi16(32));  // [8] ls − 32
   const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
   const __m512i k15 = _mm512_set1_epi8(15);
   const __m512i q0 = _mm512_loadu_si512(b.qs), q1 = _mm512_loadu_si512(b.qs + 64);
+#if HWY_TARGET == HWY_AVX3_DL
+  (void)idx;
+  const __m512i table_u = _mm512_xor_si512(table, _mm512_set1_epi8(static_cast<char>(0x80)));
+  const __m512i codes[4] = {_mm512_and_si512(q0, k15), HighNibbles(q0), _mm512_and_si512(q1, k15), HighNibbles(q1)};
+  __m512i d[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // sub-blocks 0…3, 4…7
+  for (int k = 0; k < 4; ++k) {
+    d[k / 2] = _mm512_dpbusd_epi32(d[k / 2], _mm512_shuffle_epi8(table_u, codes[k]), _mm512_loadu_si512(a.qs + 64 * k));
+  }
+  const __m512i ls32 = _mm512_castsi256_si512(_mm256_cvtepi16_epi32(sc));  // [8] int32
+  const __m512i sub = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);  // 128-bit lane → sub-block
+  const __m512i s = _mm512_add_epi32(
+      _mm512_mullo_epi32(d[0], _mm512_permutexvar_epi32(sub, ls32)),
+      _mm512_mullo_epi32(d[1], _mm512_permutexvar_epi32(_mm512_add_epi32(sub, _mm512_set1_epi32(4)), ls32)));
+  // bsums lane i (activations 16i…, ggml order) belongs to sub-block i / 2.
+  const __m256i ls16 = _mm256_permutexvar_epi16(
+      _mm256_setr_epi16(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), _mm256_castsi128_si256(sc));
+  return {s, _mm256_madd_epi16(ls16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)))};
+#else
+  const __m512i scz = _mm512_castsi128_si512(sc);
   const __m512i codes[4] = {_mm512_and_si512(q0, k15), _mm512_and_si512(_mm512_srli_epi16(q0, 4), k15),
                             _mm512_and_si512(q1, k15), _mm512_and_si512(_mm512_srli_epi16(q1, 4), k15)};
   __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
@@ -343,6 +370,7 @@ KVEDGE_ATTR_KQ HWY_INLINE RawSums SumsIQ4XS(const BlockIQ4_XS& b, const BlockQ8_
     acc[k & 1] = AddScaledPairs(acc[k & 1], p, _mm512_permutexvar_epi16(idx.scale[k], scz));
   }
   return {_mm512_add_epi32(acc[0], acc[1]), _mm256_setzero_si256()};
+#endif
 }
 
 template <class Block>
@@ -406,6 +434,16 @@ KVEDGE_ATTR_KQ HWY_INLINE void PassQ45(const Block* const* row, size_t s, const 
                                   _mm256_cvtph_ps(_mm256_castsi256_si128(dm)));  // [d × 4, dmin × 4]
 }
 
+// Bytes of weights the software prefetch runs ahead of the pass (at least
+// one pass). Q4_K/Q5_K/IQ4_XS passes of 2048 columns are 4.3–5.5 KiB and
+// one pass ahead was too close: from DRAM on AVX3_DL (a loaded machine,
+// load 9–11; best of 245 calls, GB/s, two rounds each) one → two passes
+// ahead took Q4_K 22.6/22.7 → 27.3/23.3, Q5_K 25.1/24.5 → 30.3/26.8 and
+// IQ4_XS 20.2/19.1 → 21.0/26.8; three passes Q4_K 21.7/20.6/21.8 →
+// 23.2/22.9/23.2, four no better. The other types keep one pass.
+template <class Block>
+constexpr size_t kPrefetchBytes = kIsQ45<Block> || std::is_same_v<Block, BlockIQ4_XS> ? 8192 : 0;
+
 // y[r] for rows [row_begin, row_end) over super-blocks [cb, cb + nsb),
 // continuing from y when cb > 0. Four rows per pass, one f32 lane each: the
 // four rows' S (and M) of a super-block come out of one transposed
@@ -418,18 +456,20 @@ KVEDGE_ATTR_KQ HWY_NOINLINE void AvxChunkRows(const Block* w, size_t nsb_row, si
                                               const BlockQ8_K* xc, float* y, size_t row_begin, size_t row_end) {
   constexpr size_t kRowsPerPass = 4;
   const AvxIndex idx = MakeAvxIndex<Block>();
+  const size_t pass_bytes = kRowsPerPass * nsb * sizeof(Block);
+  const size_t passes = std::max<size_t>(1, (kPrefetchBytes<Block> + pass_bytes - 1) / pass_bytes);
   for (size_t r = row_begin; r < row_end; r += kRowsPerPass) {
     const size_t valid = std::min(kRowsPerPass, row_end - r);
     const __mmask8 mask = static_cast<__mmask8>((1u << valid) - 1);
     const Block* row[kRowsPerPass];
     for (size_t i = 0; i < kRowsPerPass; ++i) row[i] = w + (r + std::min(i, valid - 1)) * nsb_row + cb;
     __m128 acc = cb == 0 ? _mm_setzero_ps() : _mm_maskz_loadu_ps(mask, y + r);
-    // Software prefetch of the next pass's rows (kRowsPerPass·nsb_row
-    // super-blocks ahead), this step's share of them: four row streams left
-    // the hardware prefetcher behind (Q4_K from DRAM, CPU-time GB/s:
-    // 13.6 → 18.5, loaded machine).
-    const char* ahead = r + 2 * kRowsPerPass <= row_end
-                            ? reinterpret_cast<const char*>(w + (r + kRowsPerPass) * nsb_row + cb)
+    // Software prefetch of a later pass's rows, this step's share of them:
+    // four row streams left the hardware prefetcher behind (Q4_K from DRAM,
+    // CPU-time GB/s: 13.6 → 18.5, loaded machine). `passes` ahead: at least
+    // kPrefetchBytes<Block> in flight.
+    const char* ahead = r + (passes + 1) * kRowsPerPass <= row_end
+                            ? reinterpret_cast<const char*>(w + (r + passes * kRowsPerPass) * nsb_row + cb)
                             : nullptr;
     for (size_t s = 0; s < nsb; ++s) {
       if (ahead != nullptr) {
