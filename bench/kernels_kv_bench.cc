@@ -256,14 +256,18 @@ bool RegisterKvBenchmarks() {
           ->UseRealTime();
     }
   }
-  // TinyLlama-1.1B's shape: 8 query heads per kv head, hd64; by part.
+  // TinyLlama-1.1B's shape: 8 query heads per kv head, hd64; by part. ctx512
+  // is the batched-decode depth of issue 16, where per-block costs dominate.
   for (KvFormat f : formats) {
-    for (int part = 0; part < 3; ++part) {
-      static const char* const kPart[] = {"scores", "softmax", "values"};
-      const std::string name = std::string("AttentionPartGqa/") + KvFormatName(f) + "/hd64/ctx16384/q8/" + kPart[part];
-      benchmark::RegisterBenchmark(name.c_str(), BM_AttentionPartGqa, f, 64, 16384, 8, part)
-          ->Unit(benchmark::kMicrosecond)
-          ->UseRealTime();
+    for (int ctx : {512, 16384}) {
+      for (int part = 0; part < 3; ++part) {
+        static const char* const kPart[] = {"scores", "softmax", "values"};
+        const std::string name = std::string("AttentionPartGqa/") + KvFormatName(f) + "/hd64/ctx" +
+                                 std::to_string(ctx) + "/q8/" + kPart[part];
+        benchmark::RegisterBenchmark(name.c_str(), BM_AttentionPartGqa, f, 64, ctx, 8, part)
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
+      }
     }
     const std::string name = std::string("DecodeAttentionGqa/") + KvFormatName(f) + "/hd64/ctx16384/q8";
     benchmark::RegisterBenchmark(name.c_str(), BM_DecodeAttentionGqa, f, 64, 16384, 8, true)

@@ -719,6 +719,7 @@ struct VnniFolded {
   float step[kQueryGroup];                             // [query] δ
   float bias[kQueryGroup];                             // [query] Σ_c (R q)_c·m_c
 };
+static_assert(kQueryGroup == 8, "ReduceQueries writes 8 lanes");
 
 HWY_INLINE __mmask16 FirstLanes(size_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
@@ -746,6 +747,64 @@ struct VnniKeyPerms {
 };
 constexpr VnniKeyPerms kVnniKeyPerms;
 constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
+
+// Lane i of the results = _mm512_reduce_add_ps(add[i]) and
+// _mm512_reduce_max_ps(max[i]) for i < kQ (0 beyond), bit for bit: the same
+// pairing as GCC's reduction (256-bit halves, 128-bit halves, lane k with
+// k + 2, then lanes 0 and 1; float addition is commutative), done for 8
+// queries at once with 8-lane shuffles instead of one scalar tree per query
+// (the per-query trees, the divisions after them and their latency were a
+// visible share of the per-block fold; docs/performance.md).
+template <int kQ>
+HWY_INLINE void ReduceQueries(const __m512* add, const __m512* max, __m256* sums, __m256* maxes) {
+  __m256 ya[8], ym[8];
+  for (int i = 0; i < 8; ++i) {
+    const __m512 a = i < kQ ? add[i] : _mm512_setzero_ps();
+    const __m512 m = i < kQ ? max[i] : _mm512_setzero_ps();
+    ya[i] = _mm256_add_ps(_mm512_extractf32x8_ps(a, 1), _mm512_castps512_ps256(a));
+    ym[i] = _mm256_max_ps(_mm512_extractf32x8_ps(m, 1), _mm512_castps512_ps256(m));
+  }
+  __m256 za[4], zm[4];  // [s4 of query 2k | s4 of query 2k+1]
+  for (int k = 0; k < 4; ++k) {
+    za[k] = _mm256_add_ps(_mm256_permute2f128_ps(ya[2 * k], ya[2 * k + 1], 0x31),
+                          _mm256_permute2f128_ps(ya[2 * k], ya[2 * k + 1], 0x20));
+    zm[k] = _mm256_max_ps(_mm256_permute2f128_ps(ym[2 * k], ym[2 * k + 1], 0x31),
+                          _mm256_permute2f128_ps(ym[2 * k], ym[2 * k + 1], 0x20));
+  }
+  __m256 wa[2], wm[2];  // s2 (lane k + lane k+2): [q 4m, q 4m+2 | q 4m+1, q 4m+3], two lanes each
+  for (int m = 0; m < 2; ++m) {
+    wa[m] = _mm256_add_ps(_mm256_shuffle_ps(za[2 * m], za[2 * m + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                          _mm256_shuffle_ps(za[2 * m], za[2 * m + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    wm[m] = _mm256_max_ps(_mm256_shuffle_ps(zm[2 * m], zm[2 * m + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                          _mm256_shuffle_ps(zm[2 * m], zm[2 * m + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // Lanes 0 + 1: [q0 q2 q4 q6 | q1 q3 q5 q7], then in query order.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  *sums = _mm256_permutevar8x32_ps(_mm256_add_ps(_mm256_shuffle_ps(wa[0], wa[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                                 _mm256_shuffle_ps(wa[0], wa[1], _MM_SHUFFLE(3, 1, 3, 1))),
+                                   order);
+  *maxes = _mm256_permutevar8x32_ps(_mm256_max_ps(_mm256_shuffle_ps(wm[0], wm[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                                  _mm256_shuffle_ps(wm[0], wm[1], _MM_SHUFFLE(3, 1, 3, 1))),
+                                    order);
+}
+
+// Per lane: step = a/32767 and inv = 32767/a where a > 1e-33 (below,
+// 32767/a would overflow: such a vector counts as 0), else 0 — the scalar
+// expressions, lane by lane (IEEE division rounds the same either way).
+HWY_INLINE void QuantSteps(__m256 a, float* step, float* inv) {
+  const __mmask8 live = _mm256_cmp_ps_mask(a, _mm256_set1_ps(1e-33f), _CMP_GT_OQ);
+  const __m256 big = _mm256_set1_ps(32767.0f);
+  _mm256_storeu_ps(step, _mm256_maskz_div_ps(live, a, big));
+  _mm256_storeu_ps(inv, _mm256_maskz_div_ps(live, big, a));
+}
+
+// 16 pairs (e_j, o_j) as int16 codes with signed saturation, e in the low
+// half of 32-bit lane j: packs gives [e 4L..4L+3, o 4L..4L+3] per 128-bit
+// lane L, and a byte shuffle within the lane interleaves them.
+HWY_INLINE __m512i PackPairs(__m512i e, __m512i o) {
+  const __m512i interleave = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15));
+  return _mm512_shuffle_epi8(_mm512_packs_epi32(e, o), interleave);
+}
 
 // q' for kQ queries against one block (rope_half = rope_dim/2 rotated pairs,
 // the rest identity), then its int16 codes. Angles, scales and mins are
@@ -786,19 +845,18 @@ HWY_INLINE void VnniFoldBlock(KvFormat f, int d, size_t rope_half, const uint8_t
       amax[i] = _mm512_max_ps(amax[i], _mm512_max_ps(_mm512_andnot_ps(sign, p0), _mm512_andnot_ps(sign, p1)));
     }
   }
+  __m256 bias, a;
+  ReduceQueries<kQ>(vb, amax, &bias, &a);
+  HWY_ALIGN float inv[kQueryGroup];
+  _mm256_storeu_ps(out->bias, bias);
+  // A q' below ~1e-33 scores as 0 (error ≤ a·Σ code).
+  QuantSteps(a, out->step, inv);
   for (int i = 0; i < kQ; ++i) {
-    const float a = _mm512_reduce_max_ps(amax[i]);
-    out->bias[i] = _mm512_reduce_add_ps(vb[i]);
-    // Below ~1e-33 32767/a would overflow; such a q' scores as 0 (error ≤ a·Σ code).
-    const bool live = a > 1e-33f;
-    out->step[i] = live ? a / 32767.0f : 0.0f;
-    const __m512 inv = _mm512_set1_ps(live ? 32767.0f / a : 0.0f);
+    const __m512 vinv = _mm512_set1_ps(inv[i]);
     for (size_t i0 = 0; i0 < np; i0 += 16) {
-      const __m256i e = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(out->pe[i] + i0), inv)));
-      const __m256i o = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(out->po[i] + i0), inv)));
-      // Pair j = (e_j, o_j) as one 32-bit word: e in the low half.
-      const __m512i w = _mm512_or_si512(_mm512_cvtepu16_epi32(e), _mm512_slli_epi32(_mm512_cvtepu16_epi32(o), 16));
-      _mm512_store_si512(out->iq[i] + i0, w);
+      const __m512i e = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(out->pe[i] + i0), vinv));
+      const __m512i o = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(out->po[i] + i0), vinv));
+      _mm512_store_si512(out->iq[i] + i0, PackPairs(e, o));
     }
   }
 }
