@@ -98,22 +98,22 @@ HWY_INLINE void ArmTransposeQuad(const uint8_t* HWY_RESTRICT block, size_t q4, u
     zip4(r01.val[1], r01.val[3], r23.val[1], r23.val[3], &hi);
     vst1q_u8_x4(du, lo);
     vst1q_u8_x4(du + 64, hi);
-    const uint8x16_t bias = vdupq_n_u8(0x80);
-    int8x16x4_t slo, shi;
-    for (int v = 0; v < 4; ++v) {
-      slo.val[v] = vreinterpretq_s8_u8(veorq_u8(lo.val[v], bias));
-      shi.val[v] = vreinterpretq_s8_u8(veorq_u8(hi.val[v], bias));
-    }
-    vst1q_s8_x4(s + q4 * kArmQuadBytes, slo);
-    vst1q_s8_x4(s + q4 * kArmQuadBytes + 64, shi);
+    const uint8x16_t x80 = vdupq_n_u8(0x80);
+    const uint8x16x4_t slo = {{veorq_u8(lo.val[0], x80), veorq_u8(lo.val[1], x80), veorq_u8(lo.val[2], x80),
+                               veorq_u8(lo.val[3], x80)}};
+    const uint8x16x4_t shi = {{veorq_u8(hi.val[0], x80), veorq_u8(hi.val[1], x80), veorq_u8(hi.val[2], x80),
+                               veorq_u8(hi.val[3], x80)}};
+    vst1q_u8_x4(reinterpret_cast<uint8_t*>(s) + q4 * kArmQuadBytes, slo);
+    vst1q_u8_x4(reinterpret_cast<uint8_t*>(s) + q4 * kArmQuadBytes + 64, shi);
   } else {  // channel c: 16 bytes, byte j = token j (low nibble) | token j + 16 (high)
     const uint8x16x4_t r = vld1q_u8_x4(block + q4 * 64);
-    uint8x16x4_t w, lo, hi;
+    uint8x16x4_t w;
     zip4(r.val[0], r.val[1], r.val[2], r.val[3], &w);
-    for (int v = 0; v < 4; ++v) {
-      lo.val[v] = vandq_u8(w.val[v], vdupq_n_u8(0x0F));
-      hi.val[v] = vshrq_n_u8(w.val[v], 4);
-    }
+    const uint8x16_t x0f = vdupq_n_u8(0x0F);
+    const uint8x16x4_t lo = {{vandq_u8(w.val[0], x0f), vandq_u8(w.val[1], x0f), vandq_u8(w.val[2], x0f),
+                              vandq_u8(w.val[3], x0f)}};
+    const uint8x16x4_t hi = {{vshrq_n_u8(w.val[0], 4), vshrq_n_u8(w.val[1], 4), vshrq_n_u8(w.val[2], 4),
+                              vshrq_n_u8(w.val[3], 4)}};
     vst1q_u8_x4(du, lo);
     vst1q_u8_x4(du + 64, hi);
   }
@@ -145,69 +145,89 @@ HWY_INLINE float ArmQuantizeQuery(int d, const float* HWY_RESTRICT qs, ArmQueryC
 // Integer scores only where the CPU has sdot; the f32 kernel otherwise.
 HWY_INLINE bool UseArmKvDot() { return ArmHasDotProd(); }
 
-// Channel quad J of a 16-channel group for kQ queries: acc[i][v] (tokens
-// 4v..4v+3) += the quad's 4 codes · query i's lane J. kSigned: sdot of the
-// h codes, else udot of the l codes (the int32 lanes reinterpreted).
-template <int J, int kQ, bool kSigned>
-KVEDGE_ATTR_DOTPROD HWY_INLINE void ArmDotQuad(const uint8_t* HWY_RESTRICT k, const uint8x16_t* q,
-                                               int32x4_t (&acc)[2][8]) {
-  const uint8x16x4_t k0 = vld1q_u8_x4(k);
-  const uint8x16x4_t k1 = vld1q_u8_x4(k + 64);
-  for (int i = 0; i < kQ; ++i) {
-    for (int v = 0; v < 4; ++v) {
-      if constexpr (kSigned) {
-        const int8x16_t qi = vreinterpretq_s8_u8(q[i]);
-        acc[i][v] = vdotq_laneq_s32(acc[i][v], vreinterpretq_s8_u8(k0.val[v]), qi, J);
-        acc[i][4 + v] = vdotq_laneq_s32(acc[i][4 + v], vreinterpretq_s8_u8(k1.val[v]), qi, J);
-      } else {
-        acc[i][v] = vreinterpretq_s32_u32(vdotq_laneq_u32(vreinterpretq_u32_s32(acc[i][v]), k0.val[v], q[i], J));
-        acc[i][4 + v] =
-            vreinterpretq_s32_u32(vdotq_laneq_u32(vreinterpretq_u32_s32(acc[i][4 + v]), k1.val[v], q[i], J));
-      }
-    }
+// acc += the 4-byte groups of k · lane J of q: sdot (kSigned) or udot; the
+// int32 lanes are carried as uint32x4_t (same bits, wrapping adds).
+template <int J, bool kSigned>
+KVEDGE_ATTR_DOTPROD HWY_INLINE uint32x4_t ArmDot(uint32x4_t acc, uint8x16_t k, uint8x16_t q) {
+  if constexpr (kSigned) {
+    return vreinterpretq_u32_s32(
+        vdotq_laneq_s32(vreinterpretq_s32_u32(acc), vreinterpretq_s8_u8(k), vreinterpretq_s8_u8(q), J));
+  } else {
+    return vdotq_laneq_u32(acc, k, q, J);
   }
 }
 
-// One pass over the channels: acc += Σ_c code_ct · (h or l)_c for kQ queries.
-// k: transposed codes (ArmKeyQuads u or s), q[i]: query i's h or l bytes.
-template <int kQ, bool kSigned>
-KVEDGE_ATTR_DOTPROD HWY_INLINE void ArmDotPass(size_t groups, const uint8_t* HWY_RESTRICT k,
-                                               const uint8_t* const* q, int32x4_t (&acc)[2][8]) {
-  for (size_t g = 0; g < groups; ++g) {
-    uint8x16_t qv[2];
-    for (int i = 0; i < kQ; ++i) qv[i] = vld1q_u8(q[i] + 16 * g);
-    const uint8_t* kg = k + 4 * g * kArmQuadBytes;
-    ArmDotQuad<0, kQ, kSigned>(kg, qv, acc);
-    ArmDotQuad<1, kQ, kSigned>(kg + kArmQuadBytes, qv, acc);
-    ArmDotQuad<2, kQ, kSigned>(kg + 2 * kArmQuadBytes, qv, acc);
-    ArmDotQuad<3, kQ, kSigned>(kg + 3 * kArmQuadBytes, qv, acc);
+// Named accumulators (GCC kept arrays of them in memory): a0..a7 query 0,
+// b0..b7 query 1, accumulator v = tokens 4v..4v+3.
+#define KVEDGE_ARM_EACH8(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7)
+#define KVEDGE_ARM_ZERO(V) uint32x4_t a##V = vdupq_n_u32(0), b##V = vdupq_n_u32(0);
+// Quad J of a 16-channel group: 8 key vectors (32 tokens), one dot per
+// accumulator and query.
+#define KVEDGE_ARM_DOT_Q(A, Q, J, S)                                          \
+  A##0 = ArmDot<J, S>(A##0, k0.val[0], Q);                                    \
+  A##1 = ArmDot<J, S>(A##1, k0.val[1], Q);                                    \
+  A##2 = ArmDot<J, S>(A##2, k0.val[2], Q);                                    \
+  A##3 = ArmDot<J, S>(A##3, k0.val[3], Q);                                    \
+  A##4 = ArmDot<J, S>(A##4, k1.val[0], Q);                                    \
+  A##5 = ArmDot<J, S>(A##5, k1.val[1], Q);                                    \
+  A##6 = ArmDot<J, S>(A##6, k1.val[2], Q);                                    \
+  A##7 = ArmDot<J, S>(A##7, k1.val[3], Q);
+#define KVEDGE_ARM_QUAD(J, S)                                                 \
+  {                                                                           \
+    const uint8x16x4_t k0 = vld1q_u8_x4(kg + (J) * kArmQuadBytes);            \
+    const uint8x16x4_t k1 = vld1q_u8_x4(kg + (J) * kArmQuadBytes + 64);       \
+    KVEDGE_ARM_DOT_Q(a, qa, J, S)                                             \
+    if constexpr (kQ > 1) {                                                   \
+      KVEDGE_ARM_DOT_Q(b, qb, J, S)                                           \
+    }                                                                         \
   }
-}
+// One pass over the channels: accumulators += Σ_c code_ct·(h or l)_c.
+// K: transposed codes, QA/QB: query 0/1's h or l bytes.
+#define KVEDGE_ARM_PASS(K, QA, QB, S)                                         \
+  for (size_t g = 0; g < groups; ++g) {                                       \
+    const uint8x16_t qa = vld1q_u8((QA) + 16 * g);                            \
+    const uint8x16_t qb = kQ > 1 ? vld1q_u8((QB) + 16 * g) : qa;              \
+    const uint8_t* kg = (K) + 4 * g * kArmQuadBytes;                          \
+    KVEDGE_ARM_QUAD(0, S)                                                     \
+    KVEDGE_ARM_QUAD(1, S)                                                     \
+    KVEDGE_ARM_QUAD(2, S)                                                     \
+    KVEDGE_ARM_QUAD(3, S)                                                     \
+  }
+#define KVEDGE_ARM_FIX(V)                                                     \
+  a##V = vshlq_n_u32(vaddq_u32(a##V, fix_a), 8);                              \
+  if constexpr (kQ > 1) b##V = vshlq_n_u32(vaddq_u32(b##V, fix_b), 8);
+#define KVEDGE_ARM_OUT(V)                                                     \
+  vst1q_f32(out + 4 * (V), vfmaq_f32(bs_a, vcvtq_f32_s32(vreinterpretq_s32_u32(a##V)), st_a)); \
+  if constexpr (kQ > 1) {                                                     \
+    vst1q_f32(out + stride + 4 * (V), vfmaq_f32(bs_b, vcvtq_f32_s32(vreinterpretq_s32_u32(b##V)), st_b)); \
+  }
 
 // Scores of kQ ≤ 2 queries (codes in qc slots 0..kQ-1) against one block:
-// out[i·stride + t] = scale·(δ_i·Σ_c iq_ic·code_ct + bias_i).
+// out[i·stride + t] = scale·(δ_i·Σ_c iq_ic·code_ct + bias_i). Two passes
+// into the same accumulators: Σ h·k, then ×256, then + Σ l·k.
 template <int kQ, bool kInt8>
 KVEDGE_ATTR_DOTPROD HWY_INLINE void ArmScoreBlock(size_t groups, const ArmKeyQuads& k, const ArmQueryCodes& qc,
                                                   float scale, float* HWY_RESTRICT out, size_t stride) {
-  int32x4_t acc[2][8];
-  for (int i = 0; i < kQ; ++i) {
-    for (int v = 0; v < 8; ++v) acc[i][v] = vdupq_n_s32(0);
-  }
-  const uint8_t* qh[2] = {reinterpret_cast<const uint8_t*>(qc.h[0]), reinterpret_cast<const uint8_t*>(qc.h[1])};
-  const uint8_t* ql[2] = {qc.l[0], qc.l[1]};
+  KVEDGE_ARM_EACH8(KVEDGE_ARM_ZERO)
+  const uint8_t* qh0 = reinterpret_cast<const uint8_t*>(qc.h[0]);
+  const uint8_t* qh1 = reinterpret_cast<const uint8_t*>(qc.h[1]);
   const uint8_t* ks = kInt8 ? reinterpret_cast<const uint8_t*>(k.s) : k.u;
-  ArmDotPass<kQ, true>(groups, ks, qh, acc);  // Σ h·k (int8: Σ h·(k − 128))
-  for (int i = 0; i < kQ; ++i) {
-    const int32x4_t fix = vdupq_n_s32(kInt8 ? 128 * qc.sum_h[i] : 0);
-    for (int v = 0; v < 8; ++v) acc[i][v] = vshlq_n_s32(vaddq_s32(acc[i][v], fix), 8);  // 256·Σ h·k
-  }
-  ArmDotPass<kQ, false>(groups, k.u, ql, acc);  // + Σ l·k
-  for (int i = 0; i < kQ; ++i) {
-    const float32x4_t st = vdupq_n_f32(qc.step[i] * scale);
-    const float32x4_t bs = vdupq_n_f32(qc.bias[i] * scale);
-    for (int v = 0; v < 8; ++v) vst1q_f32(out + i * stride + 4 * v, vfmaq_f32(bs, vcvtq_f32_s32(acc[i][v]), st));
-  }
+  KVEDGE_ARM_PASS(ks, qh0, qh1, true)  // Σ h·k (int8: Σ h·(k − 128))
+  const uint32x4_t fix_a = vdupq_n_u32(static_cast<uint32_t>(kInt8 ? 128 * qc.sum_h[0] : 0));
+  const uint32x4_t fix_b = vdupq_n_u32(static_cast<uint32_t>(kInt8 ? 128 * qc.sum_h[1] : 0));
+  KVEDGE_ARM_EACH8(KVEDGE_ARM_FIX)  // 256·Σ h·k
+  KVEDGE_ARM_PASS(k.u, qc.l[0], qc.l[1], false)  // + Σ l·k
+  const float32x4_t st_a = vdupq_n_f32(qc.step[0] * scale), bs_a = vdupq_n_f32(qc.bias[0] * scale);
+  const float32x4_t st_b = vdupq_n_f32(qc.step[1] * scale), bs_b = vdupq_n_f32(qc.bias[1] * scale);
+  KVEDGE_ARM_EACH8(KVEDGE_ARM_OUT)
 }
+#undef KVEDGE_ARM_EACH8
+#undef KVEDGE_ARM_ZERO
+#undef KVEDGE_ARM_DOT_Q
+#undef KVEDGE_ARM_QUAD
+#undef KVEDGE_ARM_PASS
+#undef KVEDGE_ARM_FIX
+#undef KVEDGE_ARM_OUT
 #define KVEDGE_ARM_KV_ATTR KVEDGE_ATTR_DOTPROD
 
 #else  // SVE, SVE2 (every vector length)
@@ -283,16 +303,12 @@ KVEDGE_ARM_KV_ATTR HWY_NOINLINE void ArmScoreKeyBlocksMulti(KvFormat f, int d, i
   const size_t groups = (quads + 3) / 4;  // 16-channel groups (query load width)
   const size_t block_bytes = KeyBlockBytes(f, d);
   ArmKeyQuads k;
-  ArmQueryCodes qc;
+  ArmQueryCodes qc = {};  // zero past D (d % 16 = 8), never written
   KeyFoldF32 kf;
   HWY_ALIGN float qs[kMaxHeadDim];  // [D] q' of the query being quantized
-  // Padding channels (d % 16 = 8): zero codes on both sides, written once.
+  // Padding channels (d % 16 = 8): zero key codes too, written once.
   std::memset(k.u + quads * kArmQuadBytes, 0, (4 * groups - quads) * kArmQuadBytes);
   std::memset(k.s + quads * kArmQuadBytes, 0, (4 * groups - quads) * kArmQuadBytes);
-  for (int i = 0; i < 2; ++i) {
-    std::memset(qc.h[i] + d, 0, 16 * groups - d);
-    std::memset(qc.l[i] + d, 0, 16 * groups - d);
-  }
   for (size_t b = 0; b < n_blocks; ++b) {
     const uint8_t* HWY_RESTRICT block = blocks[b];
     PrefetchBlock(blocks, n_blocks, b, block_bytes);
