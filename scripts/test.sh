@@ -4,9 +4,9 @@
 #      then the quality evaluator's --quick smoke run
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build + ctest
 #   3. ThreadSanitizer build + the multi-threaded tests
-#   4. aarch64 cross build + ctest under qemu-aarch64: every suite on NEON (cortex-a72); the weight-kernel
-#      suites' NEON instances on neoverse-n1 (dotprod); the SIMD and KV-cache suites (the code that dispatches
-#      per target) again on SVE at 256 and 512 bits (SVE_256, SVE2)
+#   4. aarch64 cross build + ctest under qemu-aarch64: every suite on NEON (cortex-a72); the weight- and
+#      KV-kernel suites' NEON instances on neoverse-n1 (dotprod); the SIMD and KV-cache suites (the code that
+#      dispatches per target) again on SVE at 256 and 512 bits (SVE_256, SVE2)
 #   5. fuzz smoke (libFuzzer, short) when its script exists
 #   6. install: scripts/test-install.sh (install, CMake/pkg-config/Python embedders, .deb contents)
 # Usage: scripts/test.sh [--only release|asan|tsan|aarch64|fuzz|install]...  (default: all)
@@ -108,10 +108,10 @@ if want aarch64; then
   build aarch64
   run_ctest "aarch64 qemu -cpu cortex-a72 (all suites)" env QEMU_CPU=cortex-a72 ctest --preset aarch64
   # cortex-a72 has no Armv8.2 dotprod: its NEON instances ran the fallback. Neoverse N1 has sdot, which
-  # only the NEON weight kernels take (simd/arm_dotprod.h): the weight suites' NEON instances again there
-  # (the KV kernels run the same code on both CPUs).
-  run_ctest "aarch64 qemu -cpu neoverse-n1 (weight-kernel suites, NEON with dotprod)" env QEMU_CPU=neoverse-n1 \
-    GTEST_FILTER='*/NEON' ctest --preset aarch64 -R '^kvedge_simd_(legacy|kquant|model|batch)_test$'
+  # the NEON weight kernels and the int8/int4 attention scores take (simd/arm_dotprod.h,
+  # simd/kv_kernels_arm-inl.h): those suites' NEON instances again there.
+  run_ctest "aarch64 qemu -cpu neoverse-n1 (weight- and KV-kernel suites, NEON with dotprod)" env QEMU_CPU=neoverse-n1 \
+    GTEST_FILTER='*/NEON' ctest --preset aarch64 -R '^kvedge_simd_(legacy|kquant|model|batch|kv)_test$'
   # The SIMD kernels and the KV cache dispatch per target: their suites run again on the SVE targets
   # (the per-target instances of NEON and SCALAR ran on cortex-a72 above: not again here).
   for cpu in "max,sve-default-vector-length=32" "max,sve-default-vector-length=64"; do

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "simd/kv_kernels.h"
+#include "simd/arm_dotprod.h"
 #include "simd/kv_kernels_ref.h"
 #include "simd/x86_vnni.h"
 
@@ -975,6 +976,15 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void ScoreKeyBlocksMultiVnni(KvFormat f, int d,
 }
 #endif  // HWY_TARGET == HWY_AVX3_DL
 
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace kvedge
+HWY_AFTER_NAMESPACE();
+#include "simd/kv_kernels_arm-inl.h"  // ArmScoreKeyBlocksMulti (KVEDGE_HWY_ARM_DOT_TARGET)
+HWY_BEFORE_NAMESPACE();
+namespace kvedge {
+namespace HWY_NAMESPACE {
+
 void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTRICT q, size_t nq,
                          const float* HWY_RESTRICT rot, const uint8_t* const* HWY_RESTRICT blocks, size_t n_blocks,
                          float scale, float* HWY_RESTRICT scores, size_t scores_stride) {
@@ -984,6 +994,15 @@ void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTR
 #if HWY_TARGET == HWY_AVX3_DL
   if (IsQuantized(f)) {
     return ScoreKeyBlocksMultiVnni(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores, scores_stride);
+  }
+#endif
+#if KVEDGE_HWY_ARM_DOT_TARGET
+  if (IsQuantized(f) && UseArmKvDot()) {
+    return f == KvFormat::kInt8
+               ? ArmScoreKeyBlocksMulti<true>(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores,
+                                              scores_stride)
+               : ArmScoreKeyBlocksMulti<false>(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores,
+                                               scores_stride);
   }
 #endif
   const size_t half = static_cast<size_t>(rope_dim) / 2;
@@ -1015,7 +1034,14 @@ void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTR
   }
 }
 
-bool MultiKernelsQuantize() { return HWY_TARGET == HWY_AVX3_DL; }
+bool MultiKernelsQuantize() {
+#if KVEDGE_HWY_ARM_DOT_TARGET
+  return UseArmKvDot();  // the scores (kv_kernels_arm-inl.h); values stay f32
+#else
+  return HWY_TARGET == HWY_AVX3_DL;
+#endif
+}
+bool MultiValuesQuantize() { return HWY_TARGET == HWY_AVX3_DL; }
 
 // ---------------------------------------------------------------- values
 
@@ -1731,6 +1757,7 @@ HWY_EXPORT(ScoreKeyBlocksMulti);
 HWY_EXPORT(AccumulateValueBlocksMulti);
 HWY_EXPORT(SoftmaxInPlace);
 HWY_EXPORT(MultiKernelsQuantize);
+HWY_EXPORT(MultiValuesQuantize);
 HWY_EXPORT(RopeRotate);
 
 void EncodeKeyBlock(KvFormat f, int head_dim, const float* src, uint8_t* block) {
@@ -1765,6 +1792,7 @@ void AccumulateValueBlocksMulti(KvFormat f, int head_dim, const float* weights, 
 }
 float SoftmaxInPlace(float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(SoftmaxInPlace)(x, n); }
 bool MultiKernelsQuantize() { return HWY_DYNAMIC_DISPATCH(MultiKernelsQuantize)(); }
+bool MultiValuesQuantize() { return HWY_DYNAMIC_DISPATCH(MultiValuesQuantize)(); }
 void RopeRotate(int dim, int rope_dim, const float* angles, const float* x, float* out) {
   HWY_DYNAMIC_DISPATCH(RopeRotate)(dim, rope_dim, angles, x, out);
 }

@@ -80,7 +80,10 @@ void ScoreKeyBlocksMulti(KvFormat f, int head_dim, int rope_dim, const float* q,
                          size_t scores_stride);
 
 // On x86 with AVX-512 VNNI (Highway target AVX3_DL: Ice Lake, Zen 4 and
-// later), int8/int4 keys with nq ≥ 2 take an integer path: per (query,
+// later) and on ARM with integer dot products (NEON when the CPU has Armv8.2
+// sdot/udot, every SVE target: svdot; simd/kv_kernels_arm-inl.h, the same
+// int16 codes and exact integer sums, split into bytes for the dot units),
+// int8/int4 keys with nq ≥ 2 take an integer path: per (query,
 // block) the rotated, scale-folded query q'_c = (R_b q)_c·s_c is rounded to
 // int16 codes with step δ = max_c |q'_c| / 32767 and dotted with the key codes
 // by vpdpwssd; the min term stays f32. Those scores differ from the f32
@@ -88,12 +91,14 @@ void ScoreKeyBlocksMulti(KvFormat f, int head_dim, int rope_dim, const float* q,
 // terms far below the int4/int8 key quantization itself, see
 // docs/kernels.md). Every other target, format and nq = 1 match the
 // reference up to f32 rounding. MultiKernelsQuantize() says whether the
-// dispatched target takes this path (and the one of AccumulateValueBlocksMulti).
+// dispatched target takes this path (or the one of AccumulateValueBlocksMulti);
+// MultiValuesQuantize() whether it takes the value path (AVX3_DL only).
 bool MultiKernelsQuantize();
+bool MultiValuesQuantize();
 
 // For each i < nq: out[i·head_dim + c] += Σ_b Σ_{t<G} weights[i·weights_stride + b·G + t] · v_{b,t}[c].
 // weights: [nq] rows of weights_stride ≥ n_blocks·G floats (masked slots 0).
-// With MultiKernelsQuantize(), int8/int4 values, nq ≥ 2 and D ≥ 32, the
+// With MultiValuesQuantize(), int8/int4 values, nq ≥ 2 and D ≥ 32, the
 // folded weights w_t·scale_{t,j} of each (query, block, value group j) are
 // rounded to int16 with step δ = max_t |w_t·scale_{t,j}| / 32767 and summed
 // by vpdpwssd; out then differs from the f32 result by at most

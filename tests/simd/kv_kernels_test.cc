@@ -559,7 +559,7 @@ std::vector<double> QuantizedWeightBound(KvFormat f, int d, const float* w, cons
 // AccumulateValueBlocksMulti vs the reference; weights per query a softmax
 // with masked zeros in rows of odd stride; out starts non-zero and unaligned.
 // Tolerance as TestAccumulateMatchesRef, per query: 2e-5·Σ w·(|v| + |m|);
-// where the target quantizes the weights (MultiKernelsQuantize(), int8/int4,
+// where the target quantizes the weights (MultiValuesQuantize(), int8/int4,
 // nq ≥ 2, D ≥ 32) plus the stated bound, of which the largest observed
 // fraction is printed.
 void TestAccumulateMultiMatchesRef() {
@@ -588,7 +588,7 @@ void TestAccumulateMultiMatchesRef() {
           std::vector<float> slow(fast.begin() + 1, fast.end());
           AccumulateValueBlocksMulti(f, d, w.data() + 1, stride, nq, run.ptrs.data(), n_blocks, fast.data() + 1);
           ref::AccumulateValueBlocksMulti(f, d, w.data() + 1, stride, nq, run.ptrs.data(), n_blocks, slow.data());
-          const bool quantized_weights = MultiKernelsQuantize() && IsQuantized(f) && nq >= 2 && d >= 32;
+          const bool quantized_weights = MultiValuesQuantize() && IsQuantized(f) && nq >= 2 && d >= 32;
           for (size_t i = 0; i < nq; ++i) {
             const float* wi = w.data() + 1 + i * stride;
             const std::vector<double> wbound =
@@ -611,7 +611,7 @@ void TestAccumulateMultiMatchesRef() {
       }
     }
   }
-  if (MultiKernelsQuantize()) {
+  if (MultiValuesQuantize()) {
     std::printf("[%s] quantized-weight values: largest error / stated bound %.3f\n", hwy::TargetName(HWY_TARGET),
                 worst_fraction);
   }
