@@ -2,7 +2,8 @@
 // kInt8: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; model_kernels.cc) against
 // their integer model (ref::MatVecRowsQuantizedActivations) and the f32
 // product, once per compiled Highway target (the fixture restricts dispatch
-// to that target). Matrices are random bytes with finite f16 scale and min
+// to that target), on both weight layouts (kRows and the kInterleaved16 copy
+// the loader makes). Matrices are random bytes with finite f16 scale and min
 // fields: every code, fifth-bit and codebook pattern occurs.
 #include <algorithm>
 #include <cmath>
@@ -86,8 +87,10 @@ Bounds RowBounds(const MatrixView& w, size_t r, const float* x, const std::vecto
   return b;
 }
 
+const char* LayoutName(const MatrixView& m) { return m.layout == WeightLayout::kRows ? "rows" : "interleaved16"; }
+
 // MatVec vs the integer model and the f32 product, with the bounds above.
-void ExpectNearModel(const MatrixView& w, const std::vector<float>& x) {
+void ExpectNearModelOneLayout(const MatrixView& w, const std::vector<float>& x) {
   const size_t rows = w.rows, cols = w.cols;
   std::vector<float> y(rows), model(rows), exact(rows), dx(cols / kQuantBlock);
   std::vector<int16_t> q(cols);
@@ -98,10 +101,19 @@ void ExpectNearModel(const MatrixView& w, const std::vector<float>& x) {
   for (size_t r = 0; r < rows; ++r) {
     const Bounds b = RowBounds(w, r, x.data(), q, dx);
     ASSERT_LE(std::fabs(y[r] - model[r]), b.model)
-        << WeightTypeName(w.type) << " " << rows << "x" << cols << " r=" << r << " vs int model";
+        << WeightTypeName(w.type) << " " << LayoutName(w) << " " << rows << "x" << cols << " r=" << r
+        << " vs int model";
     ASSERT_LE(std::fabs(y[r] - exact[r]), 1.01 * b.activation + b.model + b.dequant)
-        << WeightTypeName(w.type) << " " << rows << "x" << cols << " r=" << r << " vs f32";
+        << WeightTypeName(w.type) << " " << LayoutName(w) << " " << rows << "x" << cols << " r=" << r << " vs f32";
   }
+}
+
+// ExpectNearModelOneLayout on w (kRows) and on its kInterleaved16 copy.
+void ExpectNearModel(const MatrixView& w, const std::vector<float>& x) {
+  ASSERT_NO_FATAL_FAILURE(ExpectNearModelOneLayout(w, x));
+  ASSERT_TRUE(IsInterleavable(w.type)) << WeightTypeName(w.type);
+  const TestMatrix il = InterleavedCopy(w);
+  ASSERT_NO_FATAL_FAILURE(ExpectNearModelOneLayout(il.view, x));
 }
 
 }  // namespace
@@ -127,12 +139,13 @@ void TestLegacyIntVsModel() {
 }
 
 // Extreme blocks: every code at its minimum or maximum (qs 0x00 / 0xFF, qh
-// all clear / all set: IQ4_NL −127 / 113), f16 scales and mins at ±65504,
-// the smallest subnormal, ±0; activations all equal (every code 127) or
-// alternating ±1 (Σq = 0: the min term vanishes).
+// all clear / all set: IQ4_NL −127 / 113; Q8_0 also 0x80 / 0x7F: −128 / 127),
+// f16 scales and mins at ±65504, the smallest subnormal, ±0; activations all
+// equal (every code 127: the largest int16 pair sums of the vpmaddubsw
+// paths) or alternating ±1 (Σq = 0: the min term vanishes).
 void TestLegacyIntExtremeBlocks() {
   const uint16_t halves[] = {0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x0000, 0x8000, 0x3C00};
-  const uint8_t fill[] = {0x00, 0xFF, 0x0F, 0xF0};
+  const uint8_t fill[] = {0x00, 0xFF, 0x0F, 0xF0, 0x80, 0x7F};
   for (WeightType t : Int8Types()) {
     const WeightFormat& f = GetWeightFormat(t);
     const size_t rows = std::size(halves) * std::size(fill), nb = 5, cols = nb * kQuantBlock;

@@ -19,6 +19,7 @@
 #include "simd/float16.h"
 #include "simd/model_kernels.h"
 #include "simd/weight_format.h"
+#include "simd/weight_quant.h"
 
 namespace kvedge {
 
@@ -71,6 +72,17 @@ inline TestMatrix RandomMatrix(WeightType t, size_t rows, size_t cols, std::mt19
     }
   }
   m.view = MatrixView{t, m.bytes.data(), rows, cols};
+  return m;
+}
+
+// The kInterleaved16 copy of a row-major IsInterleavable matrix, as the
+// loader makes it (InterleaveGroups into a 64-byte aligned buffer).
+inline TestMatrix InterleavedCopy(const MatrixView& src) {
+  TestMatrix m;
+  m.bytes.resize(MatrixBytes(src.type, WeightLayout::kInterleaved16, src.rows, src.cols) + 63);
+  auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(m.bytes.data()) + 63) & ~uintptr_t{63});
+  InterleaveGroups(src, 0, InterleavedGroups(src.rows), base);
+  m.view = InterleavedView(src, base);
   return m;
 }
 
