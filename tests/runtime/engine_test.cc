@@ -91,8 +91,8 @@ TEST(EngineTest, GgufFilesBehaveLikeTheBin) {
   EXPECT_EQ(Greedy(*theirs, prompt, 50, FullF32(512)), kOnceUponATimeGreedy);
 }
 
-// Q8_0/Q4_0 models run the same on both weight layouts: the stories model
-// converted to each format (w2, 172 columns, stays f16), loaded in place
+// Models of every IsInterleavable type run the same on both weight layouts:
+// the stories model converted to each format (w2, 172 columns, stays f16), loaded in place
 // and interleaved. The layouts hold the same weights; only the f32 order of
 // the block sums differs, so logits agree to ~1e-5 of their range and greedy
 // decoding picks the same tokens. LoadModel interleaves exactly when the CPU
@@ -102,7 +102,9 @@ TEST(EngineTest, InterleavedWeightsMatchTheFileLayout) {
   auto tok = LoadLlama2cTokenizer(testing::SharedPath("models/tok512.bin"), 512);
   ASSERT_TRUE(tok.ok());
   const std::vector<int> prompt = {1, 403, 407, 261, 378};
-  for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0}) {
+  for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0,
+                          WeightType::kQ5_1, WeightType::kIQ4_NL}) {
+    ASSERT_TRUE(IsInterleavable(type));
     const std::string path = testing::TempDir() + "/stories260K_" + WeightTypeName(type) + ".gguf";
     ASSERT_TRUE(ConvertToGguf(*bin, (*tok)->Vocabulary(), path, type).ok());
     LoadOptions in_place;
