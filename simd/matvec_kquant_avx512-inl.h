@@ -85,7 +85,7 @@ HWY_NOINLINE void PrepareAvxChunk(const float* x, size_t nsb, BlockQ8_K* c) {
 struct AvxIndex {
   __m512i scale[4];      // int16 lane → its sub-block's scale lane, per code vector
   __m512i scale_odd[4];  // Q4_K/Q5_K: the same + 16 (the second row of a Q45Headers half)
-  // Q4_K/Q5_K on AVX3_DL: int16 lane → scale lane in the vpackssdw of the
+  // Q2_K…Q5_K on AVX3_DL: int16 lane → scale lane in the vpackssdw of the
   // int32 sums of code vectors 2p and 2p + 1 (and + 16 as scale_odd).
   __m512i pair[2];
   __m512i pair_odd[2];
@@ -306,7 +306,6 @@ KVEDGE_ATTR_KQ HWY_INLINE RawSums SumsQ23(const Block& b, const BlockQ8_K& a, co
   return {_mm512_dpwssd_epi32(acc, _mm512_packs_epi32(d[2], d[3]), _mm512_permutexvar_epi16(idx.pair[1], scz)),
           _mm256_madd_epi16(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)))};
 #else
-  (void)k3;
   __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
   for (int j = 0; j < 4; ++j) {
     const __m512i p = _mm512_maddubs_epi16(w[j], _mm512_loadu_si512(a.qs + 64 * j));

@@ -1,4 +1,4 @@
-// Internal to simd/: products with Q8_0/Q4_0 weights (WeightKernel::kInt8) in
+// Internal to simd/: products with the legacy 32-block weights (WeightKernel::kInt8) in
 // the row-major layout (WeightLayout::kRows) on int8 activations.
 // model_kernels.cc routes MatVec/MatMul here; callers use model_kernels.h.
 #ifndef KVEDGE_SIMD_MATVEC_LEGACY_H_

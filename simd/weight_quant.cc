@@ -109,7 +109,7 @@ void InterleaveGroups(const MatrixView& src, size_t group_begin, size_t group_en
           uint32_t qh;
           std::memcpy(&qh, block + qh_at, sizeof(qh));
           uint8_t* fifth = group + InterleavedFifthBitsOffset(t, b) + 4 * i;
-          for (size_t v = 0; v < 8; ++v) {  // code vector v: bit v of byte t
+          for (size_t v = 0; v < 8; ++v) {  // code vector v: bit v of byte k
             for (size_t k = 0; k < 4; ++k) {
               fifth[k] |= static_cast<uint8_t>(((qh >> (InterleavedColumn(t, v) + k)) & 1) << v);
             }

@@ -24,8 +24,8 @@ struct LoadOptions {
   bool interleave = true;
 };
 
-// Maps `path` and builds its weights. GGUF (architecture "llama"; matrices
-// F32/F16/BF16/Q8_0/Q4_0) or a llama2.c v0 checkpoint. Errors name the file,
+// Maps `path` and builds its weights. GGUF (matrices of the types
+// ReadableWeightTypes() names) or a llama2.c v0 checkpoint. Errors name the file,
 // the tensor or field, and what was expected. Thread-safe (no shared state).
 StatusOr<std::unique_ptr<ModelWeights>> LoadModel(const std::string& path, const LoadOptions& options = {});
 
