@@ -170,10 +170,12 @@ void TestKnownBlocks() {
 
 // Every finite f16 block scale (stride 3 through the bit patterns, both signs,
 // normals and subnormals) is converted exactly, at every block position of a
-// 64-block row (whole vector groups of scales and the scalar tail), for Q8_0
-// and Q4_0, in MatVec and MatMul. Row r has one nonzero code, at column 0 of
+// 64-block row (whole vector groups of scales and the scalar tail), for Q8_0,
+// Q4_0 and Q4_1, on both layouts, in MatVec and MatMul. Row r has one nonzero code, at column 0 of
 // block r mod 64 (Q4_0: code 9 → weight 1), and x = 127 at column 0 of every
-// block, so y[r] = 127·d exactly.
+// block, so y[r] = 127·d exactly. Q4_1's f16 min m (its own conversion in
+// every kernel) likewise: d = 0, m = the pattern in block r mod 64 and 0
+// elsewhere, so y[r] = m·dx·Σq = 127·m exactly.
 void TestBlockScalesAllHalves() {
   constexpr size_t kBlocks = 64, kRows = 64, kCols = kBlocks * kQuantBlock;
   std::vector<uint16_t> patterns;
@@ -182,6 +184,7 @@ void TestBlockScalesAllHalves() {
   }
   std::vector<BlockQ8_0> q8(kRows * kBlocks);
   std::vector<BlockQ4_0> q4(kRows * kBlocks);
+  std::vector<BlockQ4_1> q41(kRows * kBlocks);
   std::vector<float> x(kCols, 0.0f), y(kRows), y2(2 * kRows);
   for (size_t b = 0; b < kBlocks; ++b) x[b * kQuantBlock] = 127.0f;
   std::vector<float> x2(2 * kCols);
@@ -194,19 +197,26 @@ void TestBlockScalesAllHalves() {
         const uint16_t h = patterns[(base + r + 17 * b) % patterns.size()];
         BlockQ8_0& b8 = q8[r * kBlocks + b];
         BlockQ4_0& b4 = q4[r * kBlocks + b];
+        BlockQ4_1& b41 = q41[r * kBlocks + b];
         b8.d = b4.d = h;
+        b41.d = 0;
+        b41.m = b == r % kBlocks ? h : 0;
         std::fill(b8.qs, b8.qs + kQuantBlock, 0);
         std::fill(b4.qs, b4.qs + kQuantBlock / 2, 0x88);
+        std::fill(b41.qs, b41.qs + kQuantBlock / 2, 0x5A);  // any codes: d = 0
         if (b == r % kBlocks) {
           b8.qs[0] = 1;
           b4.qs[0] = 0x89;
         }
       }
     }
-    TestMatrix keep8, keep4;
+    TestMatrix keep8, keep4, keep41;
     std::vector<MatrixView> views = Layouts(MatrixView{WeightType::kQ8_0, q8.data(), kRows, kCols}, &keep8);
     for (const MatrixView& m4 : Layouts(MatrixView{WeightType::kQ4_0, q4.data(), kRows, kCols}, &keep4)) {
       views.push_back(m4);
+    }
+    for (const MatrixView& m41 : Layouts(MatrixView{WeightType::kQ4_1, q41.data(), kRows, kCols}, &keep41)) {
+      views.push_back(m41);
     }
     for (const MatrixView& m : views) {
       MatVec(m, x.data(), y.data(), nullptr);
