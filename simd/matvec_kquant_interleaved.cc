@@ -123,12 +123,13 @@ KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Dpbusd(__m512i acc, __m512i w, const int8
   return acc;
 }
 
-// y[v·y_stride + row0 + r] (r < valid_rows) for V vectors over the chunk's
+// y[v·y_stride + row0 + r] (r < valid_rows) for the V vectors xc[0, V)
+// (consecutive: one base register addresses them all) over the chunk's
 // super-blocks [cb, cb + nsb) of the group at `group`; the sums continue
 // from y when cb > 0 (same order as one pass).
 template <size_t V>
 KVEDGE_ATTR_VNNI512 HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb,
-                                            const KChunk* const* xc, float* y, size_t y_stride, size_t row0,
+                                            const KChunk* xc, float* y, size_t y_stride, size_t row0,
                                             size_t valid_rows) {
   const __mmask16 mask = static_cast<__mmask16>((1u << valid_rows) - 1);
   __m512 sum[V];
@@ -164,7 +165,7 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void KTile(const uint8_t* group, size_t group_b
                        : _mm512_and_si512(line, nibble);
       }
       for (size_t v = 0; v < V; ++v) {
-        const int8_t* q = xc[v]->a[s].qs + 32 * j;  // weights 32j…: low nibbles of 64(j/2)…, high of +32
+        const int8_t* q = xc[v].a[s].qs + 32 * j;  // weights 32j…: low nibbles of 64(j/2)…, high of +32
         __m512i acc = _mm512_setzero_si512();
         for (size_t i = 0; i < 8; ++i) acc = Dpbusd(acc, w[i], q + 4 * i);
         isum[v] = _mm512_add_epi32(isum[v], _mm512_mullo_epi32(acc, sc));
@@ -175,12 +176,12 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void KTile(const uint8_t* group, size_t group_b
     const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + kILKDOffset)));
     const __m512 dmin = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + kILKDminOffset)));
     for (size_t v = 0; v < V; ++v) {
-      const int32_t* mp = xc[v]->min_pairs[s];
+      const int32_t* mp = xc[v].min_pairs[s];
       __m512i m = _mm512_dpwssd_epi32(_mm512_setzero_si512(), m02, _mm512_set1_epi32(mp[0]));
       m = _mm512_dpwssd_epi32(m, m13, _mm512_set1_epi32(mp[1]));
       m = _mm512_dpwssd_epi32(m, m46, _mm512_set1_epi32(mp[2]));
       m = _mm512_dpwssd_epi32(m, m57, _mm512_set1_epi32(mp[3]));
-      const float dx = xc[v]->a[s].d;
+      const float dx = xc[v].a[s].d;
       sum[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[v]), _mm512_mul_ps(dw, _mm512_set1_ps(dx)), sum[v]);
       sum[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, _mm512_set1_ps(-dx)), sum[v]);
     }
@@ -208,7 +209,7 @@ HWY_INLINE __m256 LoadHalves(const uint8_t* p) {
 // As the VNNI KTile. MatVec (V = 1) takes both halves per super-block, so
 // the group streams once; MatMul tiles one half per pass.
 template <size_t V>
-HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const KChunk* const* xc,
+HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const KChunk* xc,
                         float* y, size_t y_stride, size_t row0, size_t valid_rows) {
   constexpr size_t kPerPass = V == 1 ? 2 : 1;  // halves per pass
   const __m256i k3f = _mm256_set1_epi32(0x3f3f3f3f), k0f = _mm256_set1_epi32(0x0f0f0f0f);
@@ -253,7 +254,7 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, siz
             w[k] = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(line, 4) : line, nibble);
           }
           for (size_t v = 0; v < V; ++v) {
-            const int8_t* q = xc[v]->a[s].qs + 32 * j;
+            const int8_t* q = xc[v].a[s].qs + 32 * j;
             __m256i pairs = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(LoadU32(q)));
             for (size_t k = 1; k < 8; ++k) {
               pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[k], _mm256_set1_epi32(LoadU32(q + 4 * k))));
@@ -266,12 +267,12 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, siz
         const __m256 dw = LoadHalves(sb + kILKDOffset + 16 * h);
         const __m256 dmin = LoadHalves(sb + kILKDminOffset + 16 * h);
         for (size_t v = 0; v < V; ++v) {
-          const int32_t* mp = xc[v]->min_pairs[s];
+          const int32_t* mp = xc[v].min_pairs[s];
           __m256i m = _mm256_add_epi32(_mm256_madd_epi16(m02, _mm256_set1_epi32(mp[0])),
                                        _mm256_madd_epi16(m13, _mm256_set1_epi32(mp[1])));
           m = _mm256_add_epi32(m, _mm256_madd_epi16(m46, _mm256_set1_epi32(mp[2])));
           m = _mm256_add_epi32(m, _mm256_madd_epi16(m57, _mm256_set1_epi32(mp[3])));
-          const float dx = xc[v]->a[s].d;
+          const float dx = xc[v].a[s].d;
           sum[i][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), sum[i][v]);
           sum[i][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, _mm256_set1_ps(-dx)), sum[i][v]);
         }
@@ -293,7 +294,7 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, siz
 constexpr size_t kTileVecs = 8;
 
 template <size_t V>
-HWY_NOINLINE void KTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb, size_t nsb, const KChunk* const* xc,
+HWY_NOINLINE void KTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb, size_t nsb, const KChunk* xc,
                         float* y, size_t y_stride, size_t row0, size_t valid_rows) {
   for (size_t r = 0; r < valid_rows; ++r) {
     float acc[V];
@@ -308,7 +309,7 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb,
       for (int j = 0; j < 8; ++j) KScaleMin(j, packed, &sc[j], &mn[j]);
       const float dw = HalfToFloat(d), dm = HalfToFloat(dmin);
       for (size_t v = 0; v < V; ++v) {
-        const BlockQ8_K& a = xc[v]->a[s];
+        const BlockQ8_K& a = xc[v].a[s];
         int32_t isum = 0, msum = 0;
         for (int j = 0; j < 8; ++j) {
           int32_t dot = 0;
@@ -348,8 +349,7 @@ void KILRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t ro
         const size_t valid = std::min(kInterleaveRows, row_end - r);
         float* yv = y + v0 * m.rows;
         for (size_t v = 0; v < nv;) {
-          const KChunk* xv[kq4il::kTile];
-          for (size_t j = 0; j < nv - v; ++j) xv[j] = xc + v + j;
+          const KChunk* xv = xc + v;
           if (kTileVecs == 8 && nv - v >= 8) {
             KTile<kTileVecs>(group, group_bytes, cb, nsb, xv, yv + v * m.rows, m.rows, r, valid);
             v += 8;
