@@ -981,6 +981,7 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void ScoreKeyBlocksMultiVnni(KvFormat f, int d,
 }  // namespace kvedge
 HWY_AFTER_NAMESPACE();
 #include "simd/kv_kernels_arm-inl.h"  // ArmScoreKeyBlocksMulti (KVEDGE_HWY_ARM_DOT_TARGET)
+#include "simd/kv_kernels_avx2-inl.h"  // Avx2ScoreKeyBlocksMulti (HWY_AVX2)
 HWY_BEFORE_NAMESPACE();
 namespace kvedge {
 namespace HWY_NAMESPACE {
@@ -994,6 +995,15 @@ void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTR
 #if HWY_TARGET == HWY_AVX3_DL
   if (IsQuantized(f)) {
     return ScoreKeyBlocksMultiVnni(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores, scores_stride);
+  }
+#endif
+#if HWY_TARGET == HWY_AVX2
+  if (IsQuantized(f)) {
+    return f == KvFormat::kInt4
+               ? Avx2ScoreKeyBlocksMulti<true>(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores,
+                                               scores_stride)
+               : Avx2ScoreKeyBlocksMulti<false>(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores,
+                                                scores_stride);
   }
 #endif
 #if KVEDGE_HWY_ARM_DOT_TARGET
@@ -1038,10 +1048,10 @@ bool MultiKernelsQuantize() {
 #if KVEDGE_HWY_ARM_DOT_TARGET
   return UseArmKvDot();  // the scores (kv_kernels_arm-inl.h); values stay f32
 #else
-  return HWY_TARGET == HWY_AVX3_DL;
+  return HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2;  // AVX2: the scores (kv_kernels_avx2-inl.h)
 #endif
 }
-bool MultiValuesQuantize() { return HWY_TARGET == HWY_AVX3_DL; }
+bool MultiValuesQuantize() { return HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2; }
 
 // ---------------------------------------------------------------- values
 
@@ -1685,6 +1695,13 @@ void AccumulateValueBlocksMulti(KvFormat f, int d, const float* HWY_RESTRICT wei
 #if HWY_TARGET == HWY_AVX3_DL
   if (IsQuantized(f) && d >= kValueGroup) {
     return AccumulateValueBlocksMultiVnni(f, d, weights, weights_stride, nq, blocks, n_blocks, out);
+  }
+#endif
+#if HWY_TARGET == HWY_AVX2
+  if (IsQuantized(f) && d >= kValueGroup) {  // kv_kernels_avx2-inl.h
+    return f == KvFormat::kInt4
+               ? Avx2AccumulateValueBlocksMulti<true>(f, d, weights, weights_stride, nq, blocks, n_blocks, out)
+               : Avx2AccumulateValueBlocksMulti<false>(f, d, weights, weights_stride, nq, blocks, n_blocks, out);
   }
 #endif
   const int half = d / 2;  // chunk pairs (c0, c0 + D/2) for every format

@@ -82,7 +82,8 @@ void ScoreKeyBlocksMulti(KvFormat f, int head_dim, int rope_dim, const float* q,
 // On x86 with AVX-512 VNNI (Highway target AVX3_DL: Ice Lake, Zen 4 and
 // later) and on ARM with integer dot products (NEON when the CPU has Armv8.2
 // sdot/udot, every SVE target: svdot; simd/kv_kernels_arm-inl.h, the same
-// int16 codes and exact integer sums, split into bytes for the dot units),
+// int16 codes and exact integer sums, split into bytes for the dot units) and
+// on AVX2 (vpmaddwd; simd/kv_kernels_avx2-inl.h, bit for bit the AVX-512 result),
 // int8/int4 keys with nq ≥ 2 take an integer path: per (query,
 // block) the rotated, scale-folded query q'_c = (R_b q)_c·s_c is rounded to
 // int16 codes with step δ = max_c |q'_c| / 32767 and dotted with the key codes
@@ -92,7 +93,7 @@ void ScoreKeyBlocksMulti(KvFormat f, int head_dim, int rope_dim, const float* q,
 // docs/kernels.md). Every other target, format and nq = 1 match the
 // reference up to f32 rounding. MultiKernelsQuantize() says whether the
 // dispatched target takes this path (or the one of AccumulateValueBlocksMulti);
-// MultiValuesQuantize() whether it takes the value path (AVX3_DL only).
+// MultiValuesQuantize() whether it takes the value path (AVX3_DL and AVX2).
 bool MultiKernelsQuantize();
 bool MultiValuesQuantize();
 

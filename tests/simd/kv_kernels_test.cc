@@ -714,5 +714,99 @@ HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestAccumulateMatchesRef);
 HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestScoreMultiMatchesRef);
 HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestAccumulateMultiMatchesRef);
 HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestAttentionErrorRealistic);
+
+// The AVX2 integer kernels (simd/kv_kernels_avx2-inl.h) promise the AVX-512
+// VNNI results bit for bit: the same int16 query codes, exact int32 sums and
+// the same float fold. Both targets run on this CPU only where it has
+// AVX-512 VNNI (else skipped); every format, head dim, partial RoPE and
+// query count of the per-target tests, outputs compared as bits.
+TEST(KvKernelsCrossTarget, Avx2IntegerScoresMatchAvx3Dl) {
+  const int64_t supported = hwy::SupportedTargets();
+  if ((supported & HWY_AVX2) == 0 || (supported & HWY_AVX3_DL) == 0) {
+    GTEST_SKIP() << "needs a CPU running both AVX2 and AVX3_DL";
+  }
+  std::mt19937 rng(11);
+  size_t compared = 0;
+  for (KvFormat f : {KvFormat::kInt8, KvFormat::kInt4}) {
+    for (int d : kv_test::kHeadDims) {
+      for (int rope_dim : {d, d / 2}) {
+        const size_t n_blocks = 5;
+        kv_test::BlockRun run(n_blocks, KeyBlockBytes(f, d));
+        std::vector<float> channel_scale;
+        for (size_t b = 0; b < n_blocks; ++b) {
+          const std::vector<float> src = kv_test::RealisticKeys(rng, d, &channel_scale);
+          EncodeKeyBlock(f, d, src.data(), run.mut[b]);
+        }
+        std::vector<float> rot(n_blocks * rope_dim);
+        for (size_t b = 0; b < n_blocks; ++b) {
+          RopeAngles(10000.0, rope_dim, static_cast<int64_t>(rng() % 5000), rot.data() + b * rope_dim);
+        }
+        for (size_t nq : kv_test::kQueryCounts) {
+          if (nq < 2) continue;
+          const std::vector<float> q = kv_test::Gaussian(rng, nq * d);
+          const size_t stride = n_blocks * kv_test::kG + 3;
+          std::vector<float> out[2];
+          const int64_t targets[2] = {HWY_AVX2, HWY_AVX3_DL};
+          for (int k = 0; k < 2; ++k) {
+            hwy::SetSupportedTargetsForTest(targets[k]);
+            out[k].assign(nq * stride, -7.0f);
+            ScoreKeyBlocksMulti(f, d, rope_dim, q.data(), nq, rot.data(), run.ptrs.data(), n_blocks, 0.125f,
+                                out[k].data(), stride);
+          }
+          hwy::SetSupportedTargetsForTest(0);
+          ASSERT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)), 0)
+              << KvFormatName(f) << " d=" << d << " rope=" << rope_dim << " nq=" << nq;
+          ++compared;
+        }
+      }
+    }
+  }
+  std::printf("[ info ] AVX2 = AVX3_DL integer scores, bit for bit, in %zu runs\n", compared);
+}
+
+// As above for the integer values (int16 weight codes, D ≥ 32): softmax
+// weights with masked zeros, out accumulated into from the same start.
+TEST(KvKernelsCrossTarget, Avx2IntegerValuesMatchAvx3Dl) {
+  const int64_t supported = hwy::SupportedTargets();
+  if ((supported & HWY_AVX2) == 0 || (supported & HWY_AVX3_DL) == 0) {
+    GTEST_SKIP() << "needs a CPU running both AVX2 and AVX3_DL";
+  }
+  std::mt19937 rng(12);
+  size_t compared = 0;
+  for (KvFormat f : {KvFormat::kInt8, KvFormat::kInt4}) {
+    for (int d : kv_test::kHeadDims) {
+      if (d < kValueGroup) continue;
+      const size_t n_blocks = 5;
+      kv_test::BlockRun run(n_blocks, ValueBlockBytes(f, d));
+      for (size_t b = 0; b < n_blocks; ++b) {
+        const std::vector<float> src = kv_test::Gaussian(rng, static_cast<size_t>(d) * kv_test::kG, 2.0f, 0.5f);
+        EncodeValueBlock(f, d, src.data(), run.mut[b]);
+      }
+      for (size_t nq : kv_test::kQueryCounts) {
+        if (nq < 2) continue;
+        const size_t stride = n_blocks * kv_test::kG + 5;
+        std::vector<float> w = kv_test::Gaussian(rng, nq * stride, 2.0f);
+        for (size_t i = 0; i < nq; ++i) {
+          float* wi = w.data() + i * stride;
+          for (size_t s = i % 5; s < n_blocks * kv_test::kG; s += 5) wi[s] = -std::numeric_limits<float>::infinity();
+          SoftmaxInPlace(wi, n_blocks * kv_test::kG);
+        }
+        const std::vector<float> start = kv_test::Gaussian(rng, nq * d);
+        std::vector<float> out[2];
+        const int64_t targets[2] = {HWY_AVX2, HWY_AVX3_DL};
+        for (int k = 0; k < 2; ++k) {
+          hwy::SetSupportedTargetsForTest(targets[k]);
+          out[k] = start;
+          AccumulateValueBlocksMulti(f, d, w.data(), stride, nq, run.ptrs.data(), n_blocks, out[k].data());
+        }
+        hwy::SetSupportedTargetsForTest(0);
+        ASSERT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)), 0)
+            << KvFormatName(f) << " d=" << d << " nq=" << nq;
+        ++compared;
+      }
+    }
+  }
+  std::printf("[ info ] AVX2 = AVX3_DL integer values, bit for bit, in %zu runs\n", compared);
+}
 }  // namespace kvedge
 #endif  // HWY_ONCE
