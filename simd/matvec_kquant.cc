@@ -11,8 +11,9 @@
 // sum in super-block order. Every (row, vector) pair runs the same op
 // sequence in any call shape, so MatVec with any thread count, MatMul and
 // ref::MatVecRowsQ8K agree bit for bit. MatVec on AVX3/AVX3_DL takes its own
-// path (AvxMatVecRows: unwidened code bytes, four rows per pass, the same
-// folds lane by lane), and on AVX2 matvec_kquant_avx2-inl.h's (eight rows).
+// path (AvxMatVecRows: unwidened code bytes, four rows per pass, Q2_K/Q3_K
+// eight, the same folds lane by lane), and on AVX2 matvec_kquant_avx2-inl.h's
+// (eight rows).
 #include "platform/hwy_target_policy.h"
 
 #include <algorithm>

@@ -71,6 +71,12 @@ constexpr Avx2Index kAvx2Index = MakeAvx2Index();
 
 HWY_INLINE __m256i LoadIdx(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
 HWY_INLINE __m256i Load32(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+// The 4 bytes at p as an int (Q2_K's d | dmin << 16).
+HWY_INLINE int Load32Bits(const void* p) {
+  int v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
 
 // Int16 pair sums p weighted by the scales that vpshufb index idx spreads
 // from table: int32 lanes.
@@ -317,6 +323,67 @@ HWY_INLINE void Avx2Pass(const Block* w, size_t nsb_row, size_t nsb, size_t vali
   _mm256_maskstore_ps(y, lanes, acc);
 }
 
+// Lane i = Σ of v[i]'s 8 lanes: two levels of vphaddd over the eight
+// vectors, then the 128-bit halves added (9 ops for 8 rows; PairSums takes
+// 7 per 2 rows and S and M together).
+HWY_INLINE __m256i Sum8x8(const __m256i* v) {
+  const __m256i b0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i b1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(b0, b1, 0x20), _mm256_permute2x128_si256(b0, b1, 0x31));
+}
+
+// Avx2Pass for Q2_K and Q3_K, the same folds per lane: the eight rows' S
+// (and Q2_K's M) come out of Sum8x8. Q3_K takes S − 4·M per lane before the
+// horizontal sum (exact integers, the same S), so it reduces one vector per
+// row instead of two.
+template <class Block>
+HWY_INLINE void Avx2PassQ23(const Block* w, size_t nsb_row, size_t nsb, size_t valid, bool prefetch,
+                            const BlockQ8_K* xc, float* y, bool accumulate) {
+  constexpr bool kQ2 = std::is_same_v<Block, BlockQ2_K>;
+  const __m256i deinterleave_halves = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,  //
+                                                       0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid)),
+                                           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const Block* row[kAvx2Rows];
+  for (size_t i = 0; i < kAvx2Rows; ++i) row[i] = w + std::min(i, valid - 1) * nsb_row;
+  __m256 acc = accumulate ? _mm256_maskload_ps(y, lanes) : _mm256_setzero_ps();
+  for (size_t s = 0; s < nsb; ++s) {
+    for (size_t i = 0; prefetch && i < kAvx2Rows; ++i) {
+      const char* next = reinterpret_cast<const char*>(row[i] + kAvx2Rows * nsb_row + s);
+      for (size_t o = 0; o < sizeof(Block); o += 64) hwy::Prefetch(next + o);
+    }
+    __m256i sv[kAvx2Rows], mv[kAvx2Rows];  // [row] S lanes, M lanes
+    for (size_t i = 0; i < kAvx2Rows; ++i) {
+      const Avx2Sums t = Avx2SumsQ23<!kQ2>(row[i][s], xc[s]);
+      sv[i] = kQ2 ? t.s : _mm256_sub_epi32(t.s, _mm256_slli_epi32(t.m, kAvx2OffsetShift<Block>));
+      mv[i] = t.m;
+    }
+    const __m256i sums = Sum8x8(sv);
+    const __m256 dx = _mm256_set1_ps(xc[s].d);
+    if constexpr (kQ2) {
+      const __m256i mins = Sum8x8(mv);
+      const __m256i halves = _mm256_permute4x64_epi64(
+          _mm256_shuffle_epi8(_mm256_setr_epi32(Load32Bits(&row[0][s].d), Load32Bits(&row[1][s].d),
+                                                Load32Bits(&row[2][s].d), Load32Bits(&row[3][s].d),
+                                                Load32Bits(&row[4][s].d), Load32Bits(&row[5][s].d),
+                                                Load32Bits(&row[6][s].d), Load32Bits(&row[7][s].d)),
+                              deinterleave_halves),
+          0xD8);  // [d × 8, dmin × 8]
+      const __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(halves));
+      const __m256 dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1));
+      acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(sums), acc);
+      acc = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mins), acc);
+    } else {
+      const __m128i d = _mm_setr_epi16(static_cast<int16_t>(row[0][s].d), static_cast<int16_t>(row[1][s].d),
+                                       static_cast<int16_t>(row[2][s].d), static_cast<int16_t>(row[3][s].d),
+                                       static_cast<int16_t>(row[4][s].d), static_cast<int16_t>(row[5][s].d),
+                                       static_cast<int16_t>(row[6][s].d), static_cast<int16_t>(row[7][s].d));
+      acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(d), dx), _mm256_cvtepi32_ps(sums), acc);
+    }
+  }
+  _mm256_maskstore_ps(y, lanes, acc);
+}
+
 // y[r] for rows [row_begin, row_end): per chunk of 64 super-blocks, the
 // activations quantized once (IQ4_XS: then reordered, kAvx2Iq4Order), then
 // passes of eight rows.
@@ -336,8 +403,13 @@ HWY_NOINLINE void Avx2MatVecRows(const MatrixView& m, const float* x, float* y, 
       }
     }
     for (size_t r = row_begin; r < row_end; r += kAvx2Rows) {
-      Avx2Pass(w + r * nsb_row + cb, nsb_row, nsb, std::min(kAvx2Rows, row_end - r), r + 2 * kAvx2Rows <= row_end, xc,
-               y + r, cb > 0);
+      const size_t valid = std::min(kAvx2Rows, row_end - r);
+      const bool prefetch = r + 2 * kAvx2Rows <= row_end;
+      if constexpr (std::is_same_v<Block, BlockQ2_K> || std::is_same_v<Block, BlockQ3_K>) {
+        Avx2PassQ23(w + r * nsb_row + cb, nsb_row, nsb, valid, prefetch, xc, y + r, cb > 0);
+      } else {
+        Avx2Pass(w + r * nsb_row + cb, nsb_row, nsb, valid, prefetch, xc, y + r, cb > 0);
+      }
     }
   }
 }

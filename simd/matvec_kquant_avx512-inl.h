@@ -376,8 +376,6 @@ template <class Block>
 KVEDGE_ATTR_KQ HWY_INLINE RawSums AvxSums(const Block& b, const BlockQ8_K& a, const AvxIndex& idx) {
   if constexpr (std::is_same_v<Block, BlockQ6_K>) {
     return SumsQ6(b, a, idx);
-  } else if constexpr (kIsQ23<Block>) {
-    return SumsQ23<std::is_same_v<Block, BlockQ3_K>>(b, a, idx);
   } else {
     static_assert(std::is_same_v<Block, BlockIQ4_XS>);
     return SumsIQ4XS(b, a, idx);
@@ -488,30 +486,87 @@ KVEDGE_ATTR_KQ HWY_NOINLINE void AvxChunkRows(const Block* w, size_t nsb_row, si
         RawSums raw[kRowsPerPass];
         for (size_t i = 0; i < kRowsPerPass; ++i) raw[i] = AvxSums(row[i][s], xc[s], idx);
         __m128i sums = Sum16x4(raw[0].s, raw[1].s, raw[2].s, raw[3].s);
-        if constexpr (KQuant<Block>::kHasMins) {  // Q2_K
+        if constexpr (kOffsetShift<Block> >= 0) {
           const __m128i mins = Sum8x4(raw[0].m, raw[1].m, raw[2].m, raw[3].m);
-          uint32_t bits[kRowsPerPass];  // [row] d | dmin << 16
-          for (size_t i = 0; i < kRowsPerPass; ++i) std::memcpy(bits + i, &row[i][s].d, sizeof(bits[i]));
-          const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bits));
-          const __m256 scales = _mm256_permutexvar_ps(_mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7),
-                                                      _mm256_cvtph_ps(halves));  // [d × 4, dmin × 4]
-          acc = _mm_fmadd_ps(_mm_mul_ps(_mm256_castps256_ps128(scales), dx), _mm_cvtepi32_ps(sums), acc);
-          acc = _mm_fnmadd_ps(_mm_mul_ps(_mm256_extractf128_ps(scales, 1), dx), _mm_cvtepi32_ps(mins), acc);
-        } else {
-          if constexpr (kOffsetShift<Block> >= 0) {
-            const __m128i mins = Sum8x4(raw[0].m, raw[1].m, raw[2].m, raw[3].m);
-            sums = _mm_sub_epi32(sums, _mm_slli_epi32(mins, kOffsetShift<Block>));
-          }
-          uint16_t d[kRowsPerPass];
-          for (size_t i = 0; i < kRowsPerPass; ++i) d[i] = row[i][s].d;
-          uint64_t packed;
-          std::memcpy(&packed, d, sizeof(packed));
-          const __m128 dw = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(packed)));
-          acc = _mm_fmadd_ps(_mm_mul_ps(dw, dx), _mm_cvtepi32_ps(sums), acc);
+          sums = _mm_sub_epi32(sums, _mm_slli_epi32(mins, kOffsetShift<Block>));
         }
+        uint16_t d[kRowsPerPass];
+        for (size_t i = 0; i < kRowsPerPass; ++i) d[i] = row[i][s].d;
+        uint64_t packed;
+        std::memcpy(&packed, d, sizeof(packed));
+        const __m128 dw = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(packed)));
+        acc = _mm_fmadd_ps(_mm_mul_ps(dw, dx), _mm_cvtepi32_ps(sums), acc);
       }
     }
     _mm_mask_storeu_ps(y + r, mask, acc);
+  }
+}
+
+// Q2_K/Q3_K: eight rows per pass (two transposed horizontal sums of four
+// fill one ymm, one f32 lane per row), so the scale loads, the folds and the
+// loop overhead are shared by twice the rows of AvxChunkRows; otherwise its
+// op order per lane (acc = fma(dw·dx, S, acc), Q2_K then
+// acc = fma(−(dmin·dx), M, acc); Q3_K S − 4·M first), bit for bit. Eight
+// rows keep 8 · 2 int32 vectors in flight (32 zmm registers).
+template <class Block>
+KVEDGE_ATTR_KQ HWY_NOINLINE void AvxChunkRowsQ23(const Block* w, size_t nsb_row, size_t cb, size_t nsb,
+                                                 const BlockQ8_K* xc, float* y, size_t row_begin, size_t row_end) {
+  static_assert(kIsQ23<Block>);
+  constexpr bool kQ2 = std::is_same_v<Block, BlockQ2_K>;
+  constexpr size_t kRowsPerPass = 8;
+  const AvxIndex idx = MakeAvxIndex<Block>();
+  // [d0 m0 d1 m1 …] f16 pairs of four rows per 128-bit lane → [d0 … d3 m0 … m3].
+  const __m256i deinterleave = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,  //
+                                                0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  const size_t pass_bytes = kRowsPerPass * nsb * sizeof(Block);
+  const size_t passes = std::max<size_t>(1, (kPrefetchBytes<Block> + pass_bytes - 1) / pass_bytes);
+  for (size_t r = row_begin; r < row_end; r += kRowsPerPass) {
+    const size_t valid = std::min(kRowsPerPass, row_end - r);
+    const __mmask8 mask = static_cast<__mmask8>((1u << valid) - 1);
+    const Block* row[kRowsPerPass];
+    for (size_t i = 0; i < kRowsPerPass; ++i) row[i] = w + (r + std::min(i, valid - 1)) * nsb_row + cb;
+    __m256 acc = cb == 0 ? _mm256_setzero_ps() : _mm256_maskz_loadu_ps(mask, y + r);
+    const char* ahead = r + (passes + 1) * kRowsPerPass <= row_end
+                            ? reinterpret_cast<const char*>(w + (r + passes * kRowsPerPass) * nsb_row + cb)
+                            : nullptr;
+    for (size_t s = 0; s < nsb; ++s) {
+      if (ahead != nullptr) {
+        for (size_t i = 0; i < kRowsPerPass; ++i) {
+          const char* p = ahead + (i * nsb_row + s) * sizeof(Block);
+          for (size_t o = 0; o < sizeof(Block); o += 64) hwy::Prefetch(p + o);
+        }
+      }
+      RawSums raw[kRowsPerPass];
+      for (size_t i = 0; i < kRowsPerPass; ++i) raw[i] = SumsQ23<!kQ2>(row[i][s], xc[s], idx);
+      __m256i sums = _mm256_set_m128i(Sum16x4(raw[4].s, raw[5].s, raw[6].s, raw[7].s),
+                                      Sum16x4(raw[0].s, raw[1].s, raw[2].s, raw[3].s));
+      const __m256i mins = _mm256_set_m128i(Sum8x4(raw[4].m, raw[5].m, raw[6].m, raw[7].m),
+                                            Sum8x4(raw[0].m, raw[1].m, raw[2].m, raw[3].m));
+      const __m256 dx = _mm256_set1_ps(xc[s].d);
+      if constexpr (kQ2) {
+        uint32_t bits[kRowsPerPass];  // [row] d | dmin << 16
+        for (size_t i = 0; i < kRowsPerPass; ++i) std::memcpy(bits + i, &row[i][s].d, sizeof(bits[i]));
+        const __m256i halves = _mm256_permute4x64_epi64(
+            _mm256_shuffle_epi8(_mm256_setr_epi32(static_cast<int>(bits[0]), static_cast<int>(bits[1]),
+                                                  static_cast<int>(bits[2]), static_cast<int>(bits[3]),
+                                                  static_cast<int>(bits[4]), static_cast<int>(bits[5]),
+                                                  static_cast<int>(bits[6]), static_cast<int>(bits[7])),
+                                deinterleave),
+            0xD8);  // [d × 8, dmin × 8]
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(halves)), dx),
+                              _mm256_cvtepi32_ps(sums), acc);
+        acc = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1)), dx),
+                               _mm256_cvtepi32_ps(mins), acc);
+      } else {
+        sums = _mm256_sub_epi32(sums, _mm256_slli_epi32(mins, kOffsetShift<Block>));
+        const __m128i d = _mm_setr_epi16(static_cast<int16_t>(row[0][s].d), static_cast<int16_t>(row[1][s].d),
+                                         static_cast<int16_t>(row[2][s].d), static_cast<int16_t>(row[3][s].d),
+                                         static_cast<int16_t>(row[4][s].d), static_cast<int16_t>(row[5][s].d),
+                                         static_cast<int16_t>(row[6][s].d), static_cast<int16_t>(row[7][s].d));
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(d), dx), _mm256_cvtepi32_ps(sums), acc);
+      }
+    }
+    _mm256_mask_storeu_ps(y + r, mask, acc);
   }
 }
 
@@ -523,7 +578,11 @@ void AvxMatVecRows(const MatrixView& m, const float* x, float* y, size_t row_beg
   for (size_t cb = 0; cb < nsb_row; cb += kChunkSuperBlocks) {
     const size_t nsb = std::min(kChunkSuperBlocks, nsb_row - cb);
     PrepareAvxChunk<Block>(x + cb * kSuperBlock, nsb, xc);
-    AvxChunkRows(w, nsb_row, cb, nsb, xc, y, row_begin, row_end);
+    if constexpr (kIsQ23<Block>) {
+      AvxChunkRowsQ23(w, nsb_row, cb, nsb, xc, y, row_begin, row_end);
+    } else {
+      AvxChunkRows(w, nsb_row, cb, nsb, xc, y, row_begin, row_end);
+    }
   }
 }
 #undef KVEDGE_ATTR_KQ
