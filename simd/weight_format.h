@@ -68,6 +68,11 @@ static_assert(sizeof(BlockQ5_0) == 22, "ggml block_q5_0");
 static_assert(sizeof(BlockQ5_1) == 24, "ggml block_q5_1");
 static_assert(sizeof(BlockQ2_K) == 84, "ggml block_q2_K");
 static_assert(sizeof(BlockQ3_K) == 110, "ggml block_q3_K");
+// The Q3_K kernels load the scales as 16 bytes from qs + 62 (codes' last two
+// bytes, the 12 scale bytes, d): that needs this field order.
+static_assert(offsetof(BlockQ3_K, scales) == offsetof(BlockQ3_K, qs) + 64 &&
+                  offsetof(BlockQ3_K, d) == offsetof(BlockQ3_K, scales) + 12,
+              "BlockQ3_K: scales follow qs, d follows scales");
 static_assert(sizeof(BlockQ4_K) == 144, "ggml block_q4_K");
 static_assert(sizeof(BlockQ5_K) == 176, "ggml block_q5_K");
 static_assert(sizeof(BlockQ6_K) == 210, "ggml block_q6_K");
