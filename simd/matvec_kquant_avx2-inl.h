@@ -379,17 +379,16 @@ HWY_INLINE void Avx2Pass(const Block* w, size_t nsb_row, size_t nsb, size_t vali
   _mm256_maskstore_ps(y, lanes, acc);
 }
 
-// Avx2Pass with the loops swapped, for the types whose per-row work fills
-// the sixteen ymm registers (Q5_K, IQ4_XS; eight rows per super-block
-// spilled): each row runs over the chunk's super-blocks alone, its [S, M]
-// and first 4 bytes (f16 d, then dmin or unused) kept per super-block, and
-// then one loop folds the eight rows lane by lane exactly as Avx2Pass does
-// (the same bit-identical results). With `prefetch`, each row prefetches
+// Avx2Pass with the loops swapped, for Q5_K, whose per-row work fills the
+// sixteen ymm registers (eight rows per super-block spilled): each row runs
+// over the chunk's super-blocks alone, its [S, M] and f16 d | dmin << 16
+// kept per super-block, and then one loop folds the eight rows lane by lane
+// exactly as Avx2Pass does (the same bit-identical results). With `prefetch`, each row prefetches
 // the same row of the next pass, one super-block per step.
 template <class Block>
 HWY_INLINE void Avx2PassByRows(const Block* w, size_t nsb_row, size_t nsb, size_t valid, bool prefetch,
                                const BlockQ8_K* xc, float* y, bool accumulate) {
-  static_assert(offsetof(Block, d) == 0);
+  static_assert(KQuant<Block>::kHasMins && offsetof(Block, d) == 0 && offsetof(Block, dmin) == 2);
   const __m256i deinterleave_halves = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,  //
                                                        0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
   const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid)),
@@ -397,7 +396,7 @@ HWY_INLINE void Avx2PassByRows(const Block* w, size_t nsb_row, size_t nsb, size_
   const Block* row[kAvx2Rows];
   for (size_t i = 0; i < kAvx2Rows; ++i) row[i] = w + std::min(i, valid - 1) * nsb_row;
   HWY_ALIGN int32_t sm[kChunkSuperBlocks][kAvx2Rows][2];  // [s][row] [S, M]
-  HWY_ALIGN uint32_t heads[kChunkSuperBlocks][kAvx2Rows];  // [s][row] the block's first 4 bytes (d first)
+  HWY_ALIGN uint32_t heads[kChunkSuperBlocks][kAvx2Rows];  // [s][row] f16 d | dmin << 16
   for (size_t i = 0; i < kAvx2Rows; ++i) {
     const Block* ri = row[i];
     for (size_t s = 0; s < nsb; ++s) {
@@ -417,21 +416,16 @@ HWY_INLINE void Avx2PassByRows(const Block* w, size_t nsb_row, size_t nsb, size_
     const __m256i r0_3 = Load32(sm[s][0]), r4_7 = Load32(sm[s][4]);  // [S, M] of rows 0…3, 4…7
     const __m256 p01_45 = _mm256_castsi256_ps(_mm256_permute2x128_si256(r0_3, r4_7, 0x20));
     const __m256 p23_67 = _mm256_castsi256_ps(_mm256_permute2x128_si256(r0_3, r4_7, 0x31));
-    __m256i sums = _mm256_castps_si256(_mm256_shuffle_ps(p01_45, p23_67, 0x88));  // [S0 … S7]
+    const __m256i sums = _mm256_castps_si256(_mm256_shuffle_ps(p01_45, p23_67, 0x88));  // [S0 … S7]
     const __m256i mins = _mm256_castps_si256(_mm256_shuffle_ps(p01_45, p23_67, 0xDD));
     const __m256 dx = _mm256_set1_ps(xc[s].d);
-    // [d0 … d7 | dmin0 … dmin7] as f16 (IQ4_XS: scales_h in the upper half, unused).
+    // [d0 … d7 | dmin0 … dmin7] as f16.
     const __m256i halves = _mm256_permute4x64_epi64(
         _mm256_shuffle_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(heads[s])), deinterleave_halves), 0xD8);
     const __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(halves));
-    if constexpr (KQuant<Block>::kHasMins) {
-      const __m256 dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1));
-      acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(sums), acc);
-      acc = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mins), acc);
-    } else {
-      if constexpr (kAvx2OffsetShift<Block> >= 0) sums = _mm256_sub_epi32(sums, _mm256_slli_epi32(mins, kAvx2OffsetShift<Block>));
-      acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(sums), acc);
-    }
+    const __m256 dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1));
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(sums), acc);
+    acc = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mins), acc);
   }
   _mm256_maskstore_ps(y, lanes, acc);
 }
@@ -457,7 +451,7 @@ HWY_NOINLINE void Avx2MatVecRows(const MatrixView& m, const float* x, float* y, 
     for (size_t r = row_begin; r < row_end; r += kAvx2Rows) {
       const size_t valid = std::min(kAvx2Rows, row_end - r);
       const bool prefetch = r + 2 * kAvx2Rows <= row_end;
-      if constexpr (std::is_same_v<Block, BlockQ5_K> || std::is_same_v<Block, BlockIQ4_XS>) {
+      if constexpr (std::is_same_v<Block, BlockQ5_K>) {
         Avx2PassByRows(w + r * nsb_row + cb, nsb_row, nsb, valid, prefetch, xc, y + r, cb > 0);
       } else {
         Avx2Pass(w + r * nsb_row + cb, nsb_row, nsb, valid, prefetch, xc, y + r, cb > 0);
