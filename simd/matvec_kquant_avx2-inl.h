@@ -40,6 +40,9 @@ struct Avx2Index {
   // covers codes 16i … 16i + 15, sub-block i/2).
   HWY_ALIGN uint8_t q45_scale[8][32];
   HWY_ALIGN uint8_t q45_min[32];
+  // Q5_K, on the same bytes: q5_quad[h] = int16 lanes [sc_4h, sc_4h,
+  // sc_4h+1, sc_4h+1, …, sc_4h+3] in each 128-bit lane (zero-extended).
+  HWY_ALIGN uint8_t q5_quad[2][32];
   // Q6_K, Q2_K and Q3_K, on the int16 scales [sc_8h … sc_8h+7] of half h
   // in both 128-bit lanes: q6_scale[k] = sc_8h+2k in the low lane,
   // sc_8h+2k+1 in the high one (code vector k of a half covers weights
@@ -59,6 +62,10 @@ constexpr Avx2Index MakeAvx2Index() {
     }
     idx.q45_min[i] = static_cast<uint8_t>(8 + lane16 / 2);
     idx.q45_min[i + 1] = 0x80;
+    for (int h = 0; h < 2; ++h) {
+      idx.q5_quad[h][i] = static_cast<uint8_t>(4 * h + (lane16 % 8) / 2);
+      idx.q5_quad[h][i + 1] = 0x80;
+    }
     for (int k = 0; k < 4; ++k) {
       const int scale = 2 * k + lane16 / 8;  // int16 element of the table
       idx.q6_scale[k][i] = static_cast<uint8_t>(2 * scale);
@@ -91,27 +98,18 @@ struct Avx2Sums {
   __m256i m;
 };
 
-// Q4_K (qh null) or Q5_K against activations a.
-template <bool kQ5>
-HWY_INLINE Avx2Sums Avx2SumsQ45(const uint8_t* packed, const uint8_t* qh, const uint8_t* qs, const BlockQ8_K& a) {
+// Q4_K against activations a.
+HWY_INLINE Avx2Sums Avx2SumsQ4(const uint8_t* packed, const uint8_t* qs, const BlockQ8_K& a) {
   HWY_ALIGN uint8_t sm[16];  // [8] scales, [8] mins
   UnpackScalesMins(packed, sm);
   const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(sm)));
-  const __m256i k15 = _mm256_set1_epi8(15), k16 = _mm256_set1_epi8(16);
-  __m256i h = kQ5 ? Load32(qh) : _mm256_setzero_si256();  // bit c of byte l: 5th bit of weight 32c + l
+  const __m256i k15 = _mm256_set1_epi8(15);
   // Two accumulators halve the vpaddd chain.
   __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
   for (int j = 0; j < 4; ++j) {
     const __m256i bytes = Load32(qs + 32 * j);
-    __m256i lo = _mm256_and_si256(bytes, k15);
-    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), k15);
-    if constexpr (kQ5) {
-      // Bits 2j and 2j + 1 sit at bits 0 and 1 of h here; the 16-bit shifts
-      // are exact under the per-byte 0x10 mask.
-      lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), k16));
-      hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), k16));
-      h = _mm256_srli_epi16(h, 2);
-    }
+    const __m256i lo = _mm256_and_si256(bytes, k15);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), k15);
     const __m256i p_lo = _mm256_maddubs_epi16(lo, Load32(a.qs + 64 * j));
     const __m256i p_hi = _mm256_maddubs_epi16(hi, Load32(a.qs + 64 * j + 32));
     acc[0] = _mm256_add_epi32(acc[0], ScaledPairs(p_lo, table, kAvx2Index.q45_scale[2 * j]));
@@ -241,6 +239,70 @@ HWY_INLINE Avx2Sums Avx2SumsIQ4XS(const BlockIQ4_XS& b, const BlockQ8_K& a) {
   return {_mm256_add_epi32(acc[0], acc[1]), _mm256_setzero_si256()};
 }
 
+// Q5_K's 8 scales and 8 mins as bytes [sc0 … sc7, m0 … m7]: UnpackScalesMins
+// on the 32-bit lanes of one register (no scalar stores read back as a
+// vector). head: the block's first 16 bytes [d | dmin << 16, u0, u1, u2] (u:
+// the 12 packed scale bytes as 32-bit words).
+HWY_INLINE __m128i Avx2Q5ScalesMins(const BlockQ5_K& b) {
+  static_assert(offsetof(BlockQ5_K, scales) == 4 && sizeof(BlockQ5_K::scales) == 12);
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&b));
+  const __m128i a = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(v, 0xED), _mm_setr_epi32(0, 0, 0, 4)),  // [u0 u2 u1 u2]
+                                  _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+  const __m128i c = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, 0xA5), 2),  // [u0 u0 u1 u1]
+                                  _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+  return _mm_or_si128(a, c);
+}
+
+// Bit kBit of every byte of h moved to bit 4 (other bits: garbage for the
+// caller's 0x10 mask; 16-bit shifts by ≤ 4 are exact under it).
+template <int kBit>
+HWY_INLINE __m256i Avx2BitTo4(__m256i h) {
+  if constexpr (kBit < 4) {
+    return _mm256_slli_epi16(h, 4 - kBit);
+  } else if constexpr (kBit > 4) {
+    return _mm256_srli_epi16(h, kBit - 4);
+  } else {
+    return h;
+  }
+}
+
+// The int16 pair sums of code vector pair j (32 qs bytes: sub-block 2j in
+// the low nibbles, 2j + 1 in the high ones) of a Q5_K block with its fifth
+// bits (bits 2j, 2j + 1 of qh) against the activations: [sub-block 2j,
+// sub-block 2j + 1], each |·| ≤ 2·31·127.
+template <int j>
+HWY_INLINE void Avx2Q5Pairs(const BlockQ5_K& b, const BlockQ8_K& a, __m256i h, __m256i* p) {
+  const __m256i k15 = _mm256_set1_epi8(15), k16 = _mm256_set1_epi8(16);
+  const __m256i bytes = Load32(b.qs + 32 * j);
+  const __m256i lo = _mm256_or_si256(_mm256_and_si256(bytes, k15), _mm256_and_si256(Avx2BitTo4<2 * j>(h), k16));
+  const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bytes, 4), k15),
+                                     _mm256_and_si256(Avx2BitTo4<2 * j + 1>(h), k16));
+  p[0] = _mm256_maddubs_epi16(lo, Load32(a.qs + 64 * j));
+  p[1] = _mm256_maddubs_epi16(hi, Load32(a.qs + 64 * j + 32));
+}
+
+// Q5_K against activations a (ggml order). Each fifth bit reaches bit 4 by
+// one shift of the loaded qh; the scales are unpacked in registers. The
+// pair sums of four sub-blocks are added two levels deep by vphaddw (each
+// int16 then sums 8 products, |·| ≤ 8·31·127 = 31496: exact), which leaves
+// per 128-bit lane [2 lanes of sub-block 4h, 2 of 4h + 1, 4h + 2, 4h + 3];
+// one vpmaddwd by [sc_4h, sc_4h, sc_4h+1, …] per half weights them.
+HWY_INLINE Avx2Sums Avx2SumsQ5(const BlockQ5_K& b, const BlockQ8_K& a) {
+  const __m256i table = _mm256_broadcastsi128_si256(Avx2Q5ScalesMins(b));
+  const __m256i h = Load32(b.qh);  // bit c of byte l: 5th bit of weight 32c + l
+  __m256i p[8];
+  Avx2Q5Pairs<0>(b, a, h, p + 0);
+  Avx2Q5Pairs<1>(b, a, h, p + 2);
+  Avx2Q5Pairs<2>(b, a, h, p + 4);
+  Avx2Q5Pairs<3>(b, a, h, p + 6);
+  const __m256i q0 = _mm256_hadd_epi16(_mm256_hadd_epi16(p[0], p[1]), _mm256_hadd_epi16(p[2], p[3]));
+  const __m256i q1 = _mm256_hadd_epi16(_mm256_hadd_epi16(p[4], p[5]), _mm256_hadd_epi16(p[6], p[7]));
+  const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(q0, _mm256_shuffle_epi8(table, LoadIdx(kAvx2Index.q5_quad[0]))),
+                                     _mm256_madd_epi16(q1, _mm256_shuffle_epi8(table, LoadIdx(kAvx2Index.q5_quad[1]))));
+  const __m256i mins = _mm256_shuffle_epi8(table, LoadIdx(kAvx2Index.q45_min));
+  return {s, _mm256_madd_epi16(mins, Load32(a.bsums))};
+}
+
 template <class Block>
 HWY_INLINE Avx2Sums Avx2SumsOf(const Block& b, const BlockQ8_K& a) {
   if constexpr (std::is_same_v<Block, BlockQ6_K>) {
@@ -250,9 +312,9 @@ HWY_INLINE Avx2Sums Avx2SumsOf(const Block& b, const BlockQ8_K& a) {
   } else if constexpr (std::is_same_v<Block, BlockIQ4_XS>) {
     return Avx2SumsIQ4XS(b, a);
   } else if constexpr (std::is_same_v<Block, BlockQ5_K>) {
-    return Avx2SumsQ45<true>(b.scales, b.qh, b.qs, a);
+    return Avx2SumsQ5(b, a);
   } else {
-    return Avx2SumsQ45<false>(b.scales, nullptr, b.qs, a);
+    return Avx2SumsQ4(b.scales, b.qs, a);
   }
 }
 
@@ -384,6 +446,57 @@ HWY_INLINE void Avx2PassQ23(const Block* w, size_t nsb_row, size_t nsb, size_t v
   _mm256_maskstore_ps(y, lanes, acc);
 }
 
+// Avx2Pass with the loops swapped, for Q5_K, whose per-row work fills the
+// sixteen ymm registers (eight rows per super-block spilled): each row runs
+// over the chunk's super-blocks alone, its [S, M] and f16 d | dmin << 16
+// kept per super-block, and then one loop folds the eight rows lane by lane
+// exactly as Avx2Pass does (the same bit-identical results). With `prefetch`, each row prefetches
+// the same row of the next pass, one super-block per step.
+template <class Block>
+HWY_INLINE void Avx2PassByRows(const Block* w, size_t nsb_row, size_t nsb, size_t valid, bool prefetch,
+                               const BlockQ8_K* xc, float* y, bool accumulate) {
+  static_assert(KQuant<Block>::kHasMins && offsetof(Block, d) == 0 && offsetof(Block, dmin) == 2);
+  const __m256i deinterleave_halves = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,  //
+                                                       0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid)),
+                                           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const Block* row[kAvx2Rows];
+  for (size_t i = 0; i < kAvx2Rows; ++i) row[i] = w + std::min(i, valid - 1) * nsb_row;
+  HWY_ALIGN int32_t sm[kChunkSuperBlocks][kAvx2Rows][2];  // [s][row] [S, M]
+  HWY_ALIGN uint32_t heads[kChunkSuperBlocks][kAvx2Rows];  // [s][row] f16 d | dmin << 16
+  for (size_t i = 0; i < kAvx2Rows; ++i) {
+    const Block* ri = row[i];
+    for (size_t s = 0; s < nsb; ++s) {
+      if (prefetch) {
+        const char* next = reinterpret_cast<const char*>(ri + kAvx2Rows * nsb_row + s);
+        for (size_t o = 0; o < sizeof(Block); o += 64) hwy::Prefetch(next + o);
+      }
+      const Avx2Sums t = Avx2SumsOf(ri[s], xc[s]);
+      const __m256i h = _mm256_hadd_epi32(t.s, t.m);  // [s s m m | s s m m]
+      const __m128i f = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(sm[s][i]), _mm_hadd_epi32(f, f));
+      std::memcpy(&heads[s][i], &ri[s], sizeof(uint32_t));
+    }
+  }
+  __m256 acc = accumulate ? _mm256_maskload_ps(y, lanes) : _mm256_setzero_ps();
+  for (size_t s = 0; s < nsb; ++s) {
+    const __m256i r0_3 = Load32(sm[s][0]), r4_7 = Load32(sm[s][4]);  // [S, M] of rows 0…3, 4…7
+    const __m256 p01_45 = _mm256_castsi256_ps(_mm256_permute2x128_si256(r0_3, r4_7, 0x20));
+    const __m256 p23_67 = _mm256_castsi256_ps(_mm256_permute2x128_si256(r0_3, r4_7, 0x31));
+    const __m256i sums = _mm256_castps_si256(_mm256_shuffle_ps(p01_45, p23_67, 0x88));  // [S0 … S7]
+    const __m256i mins = _mm256_castps_si256(_mm256_shuffle_ps(p01_45, p23_67, 0xDD));
+    const __m256 dx = _mm256_set1_ps(xc[s].d);
+    // [d0 … d7 | dmin0 … dmin7] as f16.
+    const __m256i halves = _mm256_permute4x64_epi64(
+        _mm256_shuffle_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(heads[s])), deinterleave_halves), 0xD8);
+    const __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(halves));
+    const __m256 dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1));
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(sums), acc);
+    acc = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mins), acc);
+  }
+  _mm256_maskstore_ps(y, lanes, acc);
+}
+
 // y[r] for rows [row_begin, row_end): per chunk of 64 super-blocks, the
 // activations quantized once (IQ4_XS: then reordered, kAvx2Iq4Order), then
 // passes of eight rows.
@@ -407,6 +520,8 @@ HWY_NOINLINE void Avx2MatVecRows(const MatrixView& m, const float* x, float* y, 
       const bool prefetch = r + 2 * kAvx2Rows <= row_end;
       if constexpr (std::is_same_v<Block, BlockQ2_K> || std::is_same_v<Block, BlockQ3_K>) {
         Avx2PassQ23(w + r * nsb_row + cb, nsb_row, nsb, valid, prefetch, xc, y + r, cb > 0);
+      } else if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+        Avx2PassByRows(w + r * nsb_row + cb, nsb_row, nsb, valid, prefetch, xc, y + r, cb > 0);
       } else {
         Avx2Pass(w + r * nsb_row + cb, nsb_row, nsb, valid, prefetch, xc, y + r, cb > 0);
       }
