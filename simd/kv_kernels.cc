@@ -980,7 +980,7 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void ScoreKeyBlocksMultiVnni(KvFormat f, int d,
 }  // namespace HWY_NAMESPACE
 }  // namespace kvedge
 HWY_AFTER_NAMESPACE();
-#include "simd/kv_kernels_arm-inl.h"  // ArmScoreKeyBlocksMulti (KVEDGE_HWY_ARM_DOT_TARGET)
+#include "simd/kv_kernels_arm-inl.h"  // ArmScoreKeyBlocksMulti, ArmAccumulateValueBlocksMulti (KVEDGE_HWY_ARM_DOT_TARGET)
 HWY_BEFORE_NAMESPACE();
 namespace kvedge {
 namespace HWY_NAMESPACE {
@@ -1036,12 +1036,18 @@ void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTR
 
 bool MultiKernelsQuantize() {
 #if KVEDGE_HWY_ARM_DOT_TARGET
-  return UseArmKvDot();  // the scores (kv_kernels_arm-inl.h); values stay f32
+  return UseArmKvDot();  // scores and values (kv_kernels_arm-inl.h)
 #else
   return HWY_TARGET == HWY_AVX3_DL;
 #endif
 }
-bool MultiValuesQuantize() { return HWY_TARGET == HWY_AVX3_DL; }
+bool MultiValuesQuantize() {
+#if KVEDGE_HWY_ARM_DOT_TARGET
+  return UseArmKvDot();
+#else
+  return HWY_TARGET == HWY_AVX3_DL;
+#endif
+}
 
 // ---------------------------------------------------------------- values
 
@@ -1685,6 +1691,13 @@ void AccumulateValueBlocksMulti(KvFormat f, int d, const float* HWY_RESTRICT wei
 #if HWY_TARGET == HWY_AVX3_DL
   if (IsQuantized(f) && d >= kValueGroup) {
     return AccumulateValueBlocksMultiVnni(f, d, weights, weights_stride, nq, blocks, n_blocks, out);
+  }
+#endif
+#if KVEDGE_HWY_ARM_DOT_TARGET
+  if (IsQuantized(f) && d >= kValueGroup && UseArmKvDot()) {
+    return f == KvFormat::kInt8
+               ? ArmAccumulateValueBlocksMulti<true>(f, d, weights, weights_stride, nq, blocks, n_blocks, out)
+               : ArmAccumulateValueBlocksMulti<false>(f, d, weights, weights_stride, nq, blocks, n_blocks, out);
   }
 #endif
   const int half = d / 2;  // chunk pairs (c0, c0 + D/2) for every format

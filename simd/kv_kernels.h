@@ -92,7 +92,9 @@ void ScoreKeyBlocksMulti(KvFormat f, int head_dim, int rope_dim, const float* q,
 // docs/kernels.md). Every other target, format and nq = 1 match the
 // reference up to f32 rounding. MultiKernelsQuantize() says whether the
 // dispatched target takes this path (or the one of AccumulateValueBlocksMulti);
-// MultiValuesQuantize() whether it takes the value path (AVX3_DL only).
+// MultiValuesQuantize() whether it takes the value path (AVX3_DL, and ARM
+// where the scores take theirs: the same int16 weight codes and int32 sums,
+// outputs equal to AVX3_DL's bit for bit).
 bool MultiKernelsQuantize();
 bool MultiValuesQuantize();
 
@@ -101,7 +103,7 @@ bool MultiValuesQuantize();
 // With MultiValuesQuantize(), int8/int4 values, nq ≥ 2 and D ≥ 32, the
 // folded weights w_t·scale_{t,j} of each (query, block, value group j) are
 // rounded to int16 with step δ = max_t |w_t·scale_{t,j}| / 32767 and summed
-// by vpdpwssd; out then differs from the f32 result by at most
+// by vpdpwssd (ARM: sdot/udot, svdot on the split bytes); out then differs from the f32 result by at most
 // Σ_b Σ_t (δ_{b,j}/2)·code_{b,t,c} (tested).
 // out: [nq][head_dim] f32, accumulated into. Blocks are streamed once per 8
 // queries (GQA groups of ≤ 8: once).
