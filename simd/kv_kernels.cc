@@ -997,12 +997,16 @@ void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTR
   }
 #endif
 #if KVEDGE_HWY_ARM_DOT_TARGET
-  if (IsQuantized(f) && UseArmKvDot()) {
-    return f == KvFormat::kInt8
-               ? ArmScoreKeyBlocksMulti<true>(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores,
-                                              scores_stride)
-               : ArmScoreKeyBlocksMulti<false>(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores,
-                                               scores_stride);
+  // int8 keys on SVE stay on the f32 kernel: there the integer one (two key
+  // copies per quad) cost 0.9 % more instructions per token (SVE-256,
+  // docs/performance.md "Attention values on sdot / svdot").
+#if HWY_TARGET == HWY_NEON
+  if (f == KvFormat::kInt8 && UseArmKvDot()) {
+    return ArmScoreKeyBlocksMulti<true>(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores, scores_stride);
+  }
+#endif
+  if (f == KvFormat::kInt4 && UseArmKvDot()) {
+    return ArmScoreKeyBlocksMulti<false>(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores, scores_stride);
   }
 #endif
   const size_t half = static_cast<size_t>(rope_dim) / 2;
@@ -1036,7 +1040,7 @@ void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTR
 
 bool MultiKernelsQuantize() {
 #if KVEDGE_HWY_ARM_DOT_TARGET
-  return UseArmKvDot();  // scores and values (kv_kernels_arm-inl.h)
+  return UseArmKvDot();  // values; scores but SVE's int8 (kv_kernels_arm-inl.h)
 #else
   return HWY_TARGET == HWY_AVX3_DL;
 #endif

@@ -81,9 +81,9 @@ void ScoreKeyBlocksMulti(KvFormat f, int head_dim, int rope_dim, const float* q,
 
 // On x86 with AVX-512 VNNI (Highway target AVX3_DL: Ice Lake, Zen 4 and
 // later) and on ARM with integer dot products (NEON when the CPU has Armv8.2
-// sdot/udot, every SVE target: svdot; simd/kv_kernels_arm-inl.h, the same
-// int16 codes and exact integer sums, split into bytes for the dot units),
-// int8/int4 keys with nq ≥ 2 take an integer path: per (query,
+// sdot/udot, every SVE target: svdot, int4 keys only; simd/kv_kernels_arm-inl.h,
+// the same int16 codes and exact integer sums, split into bytes for the dot
+// units), int8/int4 keys with nq ≥ 2 take an integer path: per (query,
 // block) the rotated, scale-folded query q'_c = (R_b q)_c·s_c is rounded to
 // int16 codes with step δ = max_c |q'_c| / 32767 and dotted with the key codes
 // by vpdpwssd; the min term stays f32. Those scores differ from the f32

@@ -2,7 +2,7 @@
 // accumulation of int8/int4 value blocks (below, "values") on ARM with
 // integer dot products: NEON sdot/udot (vdotq_laneq_s32/u32, Armv8.2
 // dotprod) when the CPU has them (ArmHasDotProd(); without, the NEON target
-// keeps the f32 kernels of kv_kernels.cc), svdot_lane on the SVE targets.
+// keeps the f32 kernels of kv_kernels.cc), svdot_lane on the SVE targets (scores there for int4 keys only).
 // Included once per target by kv_kernels.cc (between its per-target
 // namespace blocks, after PrepareQuery and F32FromF16Array); the kernels
 // exist in the passes where KVEDGE_HWY_ARM_DOT_TARGET (simd/arm_dotprod.h)
