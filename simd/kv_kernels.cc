@@ -980,8 +980,8 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void ScoreKeyBlocksMultiVnni(KvFormat f, int d,
 }  // namespace HWY_NAMESPACE
 }  // namespace kvedge
 HWY_AFTER_NAMESPACE();
-#include "simd/kv_kernels_arm-inl.h"  // ArmScoreKeyBlocksMulti (KVEDGE_HWY_ARM_DOT_TARGET)
-#include "simd/kv_kernels_avx2-inl.h"  // Avx2ScoreKeyBlocksMulti (HWY_AVX2)
+#include "simd/kv_kernels_arm-inl.h"  // ArmScoreKeyBlocksMulti, ArmAccumulateValueBlocksMulti (KVEDGE_HWY_ARM_DOT_TARGET)
+#include "simd/kv_kernels_avx2-inl.h"  // Avx2ScoreKeyBlocksMulti, Avx2AccumulateValueBlocksMulti (HWY_AVX2)
 HWY_BEFORE_NAMESPACE();
 namespace kvedge {
 namespace HWY_NAMESPACE {
@@ -1007,12 +1007,16 @@ void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTR
   }
 #endif
 #if KVEDGE_HWY_ARM_DOT_TARGET
-  if (IsQuantized(f) && UseArmKvDot()) {
-    return f == KvFormat::kInt8
-               ? ArmScoreKeyBlocksMulti<true>(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores,
-                                              scores_stride)
-               : ArmScoreKeyBlocksMulti<false>(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores,
-                                               scores_stride);
+  // int8 keys on SVE stay on the f32 kernel: there the integer one (two key
+  // copies per quad) cost 0.9 % more instructions per token (SVE-256,
+  // docs/performance.md "Attention values on sdot / svdot").
+#if HWY_TARGET == HWY_NEON
+  if (f == KvFormat::kInt8 && UseArmKvDot()) {
+    return ArmScoreKeyBlocksMulti<true>(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores, scores_stride);
+  }
+#endif
+  if (f == KvFormat::kInt4 && UseArmKvDot()) {
+    return ArmScoreKeyBlocksMulti<false>(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores, scores_stride);
   }
 #endif
   const size_t half = static_cast<size_t>(rope_dim) / 2;
@@ -1046,12 +1050,18 @@ void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTR
 
 bool MultiKernelsQuantize() {
 #if KVEDGE_HWY_ARM_DOT_TARGET
-  return UseArmKvDot();  // the scores (kv_kernels_arm-inl.h); values stay f32
+  return UseArmKvDot();  // values; scores but SVE's int8 (kv_kernels_arm-inl.h)
 #else
-  return HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2;  // AVX2: the scores (kv_kernels_avx2-inl.h)
+  return HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2;  // AVX2: kv_kernels_avx2-inl.h
 #endif
 }
-bool MultiValuesQuantize() { return HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2; }
+bool MultiValuesQuantize() {
+#if KVEDGE_HWY_ARM_DOT_TARGET
+  return UseArmKvDot();
+#else
+  return HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2;
+#endif
+}
 
 // ---------------------------------------------------------------- values
 
@@ -1702,6 +1712,13 @@ void AccumulateValueBlocksMulti(KvFormat f, int d, const float* HWY_RESTRICT wei
     return f == KvFormat::kInt4
                ? Avx2AccumulateValueBlocksMulti<true>(f, d, weights, weights_stride, nq, blocks, n_blocks, out)
                : Avx2AccumulateValueBlocksMulti<false>(f, d, weights, weights_stride, nq, blocks, n_blocks, out);
+  }
+#endif
+#if KVEDGE_HWY_ARM_DOT_TARGET
+  if (IsQuantized(f) && d >= kValueGroup && UseArmKvDot()) {
+    return f == KvFormat::kInt8
+               ? ArmAccumulateValueBlocksMulti<true>(f, d, weights, weights_stride, nq, blocks, n_blocks, out)
+               : ArmAccumulateValueBlocksMulti<false>(f, d, weights, weights_stride, nq, blocks, n_blocks, out);
   }
 #endif
   const int half = d / 2;  // chunk pairs (c0, c0 + D/2) for every format

@@ -81,10 +81,10 @@ void ScoreKeyBlocksMulti(KvFormat f, int head_dim, int rope_dim, const float* q,
 
 // On x86 with AVX-512 VNNI (Highway target AVX3_DL: Ice Lake, Zen 4 and
 // later) and on ARM with integer dot products (NEON when the CPU has Armv8.2
-// sdot/udot, every SVE target: svdot; simd/kv_kernels_arm-inl.h, the same
-// int16 codes and exact integer sums, split into bytes for the dot units) and
-// on AVX2 (vpmaddwd; simd/kv_kernels_avx2-inl.h, bit for bit the AVX-512 result),
-// int8/int4 keys with nq ≥ 2 take an integer path: per (query,
+// sdot/udot, every SVE target: svdot, int4 keys only there; simd/kv_kernels_arm-inl.h,
+// the same int16 codes and exact integer sums, split into bytes for the dot
+// units) and on AVX2 (vpmaddwd; simd/kv_kernels_avx2-inl.h, bit for bit the
+// AVX-512 result), int8/int4 keys with nq ≥ 2 take an integer path: per (query,
 // block) the rotated, scale-folded query q'_c = (R_b q)_c·s_c is rounded to
 // int16 codes with step δ = max_c |q'_c| / 32767 and dotted with the key codes
 // by vpdpwssd; the min term stays f32. Those scores differ from the f32
@@ -93,7 +93,9 @@ void ScoreKeyBlocksMulti(KvFormat f, int head_dim, int rope_dim, const float* q,
 // docs/kernels.md). Every other target, format and nq = 1 match the
 // reference up to f32 rounding. MultiKernelsQuantize() says whether the
 // dispatched target takes this path (or the one of AccumulateValueBlocksMulti);
-// MultiValuesQuantize() whether it takes the value path (AVX3_DL and AVX2).
+// MultiValuesQuantize() whether it takes the value path (AVX3_DL, AVX2, and
+// ARM where the scores take theirs: the same int16 weight codes and int32
+// sums, outputs equal to AVX3_DL's bit for bit).
 bool MultiKernelsQuantize();
 bool MultiValuesQuantize();
 
@@ -102,7 +104,7 @@ bool MultiValuesQuantize();
 // With MultiValuesQuantize(), int8/int4 values, nq ≥ 2 and D ≥ 32, the
 // folded weights w_t·scale_{t,j} of each (query, block, value group j) are
 // rounded to int16 with step δ = max_t |w_t·scale_{t,j}| / 32767 and summed
-// by vpdpwssd; out then differs from the f32 result by at most
+// by vpdpwssd (ARM: sdot/udot, svdot on the split bytes); out then differs from the f32 result by at most
 // Σ_b Σ_t (δ_{b,j}/2)·code_{b,t,c} (tested).
 // out: [nq][head_dim] f32, accumulated into. Blocks are streamed once per 8
 // queries (GQA groups of ≤ 8: once).

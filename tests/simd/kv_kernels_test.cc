@@ -139,6 +139,72 @@ std::vector<float> AttendGroup(KvFormat f, int d, const float* q, size_t nq, con
   return out;
 }
 
+// The integer value path of AccumulateValueBlocksMulti (kv_kernels.h,
+// MultiValuesQuantize: AVX-512 VNNI, ARM sdot/svdot), op for op in scalar
+// f32 and int32, int8/int4 values, D a multiple of 32: per (query, block,
+// group j) ws_t = w_t·scale_{t,j} in f32, δ = max_t |ws_t| / 32767, codes
+// iw_t = round-half-even(ws_t·(32767/max)) saturated to int16 (0 when
+// max ≤ 1e-33), out[c] = fma(float(Σ_t iw_t·code_tc), δ, out[c]) per block;
+// the mins' share in 16 f32 lanes (lane l: tokens l and l + 16 of each
+// block, fma(w_l, m_l, fma(w_{l+16}, m_{l+16}, acc))) reduced as
+// _mm512_reduce_add_ps (halves, quarters, (0 + 2) + (1 + 3)) and added once.
+// The kernels must give exactly these bits: same int32 sums, same float ops.
+void IntModelValues(KvFormat f, int d, const float* w, size_t stride, size_t nq, const std::vector<const uint8_t*>& blocks,
+                    size_t n_blocks, float* out) {
+  const int cg = d / 32;
+  for (size_t i = 0; i < nq; ++i) {
+    const float* wi = w + i * stride;
+    float* oi = out + i * d;
+    std::vector<float> wm(16 * cg, 0.0f);
+    for (size_t b = 0; b < n_blocks; ++b) {
+      const uint8_t* scales = blocks[b] + ValueBlockScalesOffset(f, d);
+      const uint8_t* mins = blocks[b] + ValueBlockMinsOffset(f, d);
+      const float* wb = wi + b * kG;
+      for (int j = 0; j < cg; ++j) {
+        float ws[kG];
+        float amax = 0.0f;
+        for (int t = 0; t < kG; ++t) {
+          ws[t] = wb[t] * F16At(scales, t * cg + j);
+          amax = std::max(amax, std::fabs(ws[t]));
+        }
+        for (int l = 0; l < 16; ++l) {
+          wm[16 * j + l] = std::fma(wb[l], F16At(mins, l * cg + j),
+                                    std::fma(wb[l + 16], F16At(mins, (l + 16) * cg + j), wm[16 * j + l]));
+        }
+        const bool live = amax > 1e-33f;
+        const float step = live ? amax / 32767.0f : 0.0f;
+        const float inv = live ? 32767.0f / amax : 0.0f;
+        int32_t iw[kG];
+        for (int t = 0; t < kG; ++t) {
+          const float x = std::nearbyint(ws[t] * inv);  // default rounding: half to even
+          iw[t] = static_cast<int32_t>(std::clamp(x, -32768.0f, 32767.0f));
+        }
+        for (int c = 32 * j; c < 32 * j + 32; ++c) {
+          int32_t sum = 0;
+          for (int t = 0; t < kG; ++t) {
+            int code;
+            if (f == KvFormat::kInt8) {
+              code = blocks[b][t * d + c];
+            } else {
+              const uint8_t byte = blocks[b][t * (d / 2) + c % (d / 2)];
+              code = c < d / 2 ? (byte & 0xF) : (byte >> 4);
+            }
+            sum += iw[t] * code;
+          }
+          oi[c] = std::fma(static_cast<float>(sum), step, oi[c]);
+        }
+      }
+    }
+    for (int j = 0; j < cg; ++j) {
+      const float* x = wm.data() + 16 * j;
+      float q[4];
+      for (int l = 0; l < 4; ++l) q[l] = (x[l + 4] + x[l + 12]) + (x[l] + x[l + 8]);
+      const float bias = (q[0] + q[2]) + (q[1] + q[3]);
+      for (int c = 32 * j; c < 32 * j + 32; ++c) oi[c] += bias;
+    }
+  }
+}
+
 }  // namespace kv_test
 }  // namespace kvedge
 
@@ -617,6 +683,56 @@ void TestAccumulateMultiMatchesRef() {
   }
 }
 
+// On targets with the integer value path (MultiValuesQuantize()): the
+// kernel's output equals kt::IntModelValues bit for bit — the AVX-512 VNNI
+// and the ARM dot-product kernels compute the same numbers. Int8/int4, every
+// head dim the path takes (multiples of 32), query counts 2..9, softmax
+// weights with masked zeros, one query with a whole block masked (δ = 0),
+// out starting non-zero and unaligned.
+void TestValueMultiMatchesIntModel() {
+  if (!MultiValuesQuantize()) GTEST_SKIP() << "no integer value path on " << hwy::TargetName(HWY_TARGET);
+  std::mt19937 rng(12);
+  size_t checked = 0;
+  for (KvFormat f : {KvFormat::kInt8, KvFormat::kInt4}) {
+    for (int d : kt::kHeadDims) {
+      if (d % 32 != 0) continue;
+      for (size_t n_blocks : {1, 3, 16}) {
+        kt::BlockRun run(n_blocks, ValueBlockBytes(f, d));
+        for (size_t b = 0; b < n_blocks; ++b) {
+          std::vector<float> v = kt::Gaussian(rng, static_cast<size_t>(d) * kt::kG, 2.0f, 0.5f);
+          EncodeValueBlock(f, d, v.data(), run.mut[b]);
+        }
+        for (size_t nq : kt::kQueryCounts) {
+          if (nq < 2) continue;
+          const size_t stride = n_blocks * kt::kG + 5;
+          std::vector<float> w = kt::Gaussian(rng, nq * stride + 1, 2.0f);
+          for (size_t i = 0; i < nq; ++i) {
+            float* wi = w.data() + 1 + i * stride;
+            for (size_t s = i % 5; s < n_blocks * kt::kG; s += 5) wi[s] = -std::numeric_limits<float>::infinity();
+            if (i == 1 && n_blocks > 1) std::fill(wi, wi + kt::kG, -std::numeric_limits<float>::infinity());
+            SoftmaxInPlace(wi, n_blocks * kt::kG);
+          }
+          std::vector<float> fast = kt::Gaussian(rng, nq * d + 1);
+          std::vector<float> model(fast.begin() + 1, fast.end());
+          AccumulateValueBlocksMulti(f, d, w.data() + 1, stride, nq, run.ptrs.data(), n_blocks, fast.data() + 1);
+          kt::IntModelValues(f, d, w.data() + 1, stride, nq, run.ptrs, n_blocks, model.data());
+          for (size_t k = 0; k < nq * d; ++k) {
+            uint32_t a, b;
+            std::memcpy(&a, &fast[1 + k], 4);
+            std::memcpy(&b, &model[k], 4);
+            ASSERT_EQ(a, b) << KvFormatName(f) << " d=" << d << " blocks=" << n_blocks << " nq=" << nq
+                            << " query=" << k / d << " c=" << k % d << ": " << fast[1 + k] << " vs model "
+                            << model[k];
+          }
+          checked += nq * d;
+        }
+      }
+    }
+  }
+  std::printf("[%s] integer value path = its scalar model bit for bit (%zu outputs)\n", hwy::TargetName(HWY_TARGET),
+              checked);
+}
+
 // Relative L2 error of the attention output (scores → softmax → values) with
 // K and V in int8/int4 vs the f32 cache, on keys with outlier channels and
 // Gaussian values, 2048 tokens, 16 queries. Bounds: int8 < 1% (issue goal);
@@ -713,6 +829,7 @@ HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestSoftmax);
 HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestAccumulateMatchesRef);
 HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestScoreMultiMatchesRef);
 HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestAccumulateMultiMatchesRef);
+HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestValueMultiMatchesIntModel);
 HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestAttentionErrorRealistic);
 
 // The AVX2 integer kernels (simd/kv_kernels_avx2-inl.h) promise the AVX-512
