@@ -326,6 +326,18 @@ HWY_INLINE __m128i PairSums(const Avx2Sums& i, const Avx2Sums& j) {
   return _mm_hadd_epi32(fi, fj);
 }
 
+constexpr size_t kAvx2Rows = 8;
+
+// Prefetches super-block s of the next pass's eight rows (kAvx2Rows rows
+// after each of `row`).
+template <class Block>
+HWY_INLINE void Avx2PrefetchNextPass(const Block* const* row, size_t nsb_row, size_t s) {
+  for (size_t i = 0; i < kAvx2Rows; ++i) {
+    const char* next = reinterpret_cast<const char*>(row[i] + kAvx2Rows * nsb_row + s);
+    for (size_t o = 0; o < sizeof(Block); o += 64) hwy::Prefetch(next + o);
+  }
+}
+
 // One pass over up to eight rows: rows [0, valid) of w (nsb_row super-blocks
 // apart, from the chunk's first), y[0, valid) their running sums (continued
 // when `accumulate`), xc the chunk's nsb activation blocks. One f32 lane per
@@ -336,8 +348,6 @@ HWY_INLINE __m128i PairSums(const Avx2Sums& i, const Avx2Sums& j) {
 // [0, valid) is stored. With `prefetch`, the next pass's eight rows are
 // prefetched, one super-block of each per step (eight row streams are more
 // than the hardware prefetcher follows).
-constexpr size_t kAvx2Rows = 8;
-
 template <class Block>
 HWY_INLINE void Avx2Pass(const Block* w, size_t nsb_row, size_t nsb, size_t valid, bool prefetch,
                          const BlockQ8_K* xc, float* y, bool accumulate) {
@@ -350,10 +360,7 @@ HWY_INLINE void Avx2Pass(const Block* w, size_t nsb_row, size_t nsb, size_t vali
   for (size_t i = 0; i < kAvx2Rows; ++i) row[i] = w + std::min(i, valid - 1) * nsb_row;
   __m256 acc = accumulate ? _mm256_maskload_ps(y, lanes) : _mm256_setzero_ps();
   for (size_t s = 0; s < nsb; ++s) {
-    for (size_t i = 0; prefetch && i < kAvx2Rows; ++i) {
-      const char* next = reinterpret_cast<const char*>(row[i] + kAvx2Rows * nsb_row + s);
-      for (size_t o = 0; o < sizeof(Block); o += 64) hwy::Prefetch(next + o);
-    }
+    if (prefetch) Avx2PrefetchNextPass(row, nsb_row, s);
     __m128i pairs[kAvx2Rows / 2];  // [S_2k, M_2k, S_2k+1, M_2k+1]
     for (size_t k = 0; k < kAvx2Rows / 2; ++k) {
       pairs[k] = PairSums(Avx2SumsOf(row[2 * k][s], xc[s]), Avx2SumsOf(row[2 * k + 1][s], xc[s]));
@@ -410,10 +417,7 @@ HWY_INLINE void Avx2PassQ23(const Block* w, size_t nsb_row, size_t nsb, size_t v
   for (size_t i = 0; i < kAvx2Rows; ++i) row[i] = w + std::min(i, valid - 1) * nsb_row;
   __m256 acc = accumulate ? _mm256_maskload_ps(y, lanes) : _mm256_setzero_ps();
   for (size_t s = 0; s < nsb; ++s) {
-    for (size_t i = 0; prefetch && i < kAvx2Rows; ++i) {
-      const char* next = reinterpret_cast<const char*>(row[i] + kAvx2Rows * nsb_row + s);
-      for (size_t o = 0; o < sizeof(Block); o += 64) hwy::Prefetch(next + o);
-    }
+    if (prefetch) Avx2PrefetchNextPass(row, nsb_row, s);
     __m256i sv[kAvx2Rows], mv[kAvx2Rows];  // [row] S lanes, M lanes
     for (size_t i = 0; i < kAvx2Rows; ++i) {
       const Avx2Sums t = Avx2SumsQ23<!kQ2>(row[i][s], xc[s]);

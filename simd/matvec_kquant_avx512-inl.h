@@ -441,6 +441,24 @@ KVEDGE_ATTR_KQ HWY_INLINE void PassQ45(const Block* const* row, size_t s, const 
 template <class Block>
 constexpr size_t kPrefetchBytes = kIsQ45<Block> || std::is_same_v<Block, BlockIQ4_XS> ? 8192 : 0;
 
+// The rows `passes` passes of kRows rows ahead of pass r (columns from
+// super-block cb), or nullptr when they would run past row_end; then
+// PrefetchPassStep prefetches that pass's super-block s of each row.
+template <class Block, size_t kRows>
+HWY_INLINE const char* PassAhead(const Block* w, size_t nsb_row, size_t cb, size_t passes, size_t r,
+                                 size_t row_end) {
+  return r + (passes + 1) * kRows <= row_end ? reinterpret_cast<const char*>(w + (r + passes * kRows) * nsb_row + cb)
+                                             : nullptr;
+}
+template <class Block, size_t kRows>
+HWY_INLINE void PrefetchPassStep(const char* ahead, size_t nsb_row, size_t s) {
+  if (ahead == nullptr) return;
+  for (size_t i = 0; i < kRows; ++i) {
+    const char* p = ahead + (i * nsb_row + s) * sizeof(Block);
+    for (size_t o = 0; o < sizeof(Block); o += 64) hwy::Prefetch(p + o);
+  }
+}
+
 // y[r] for rows [row_begin, row_end) over super-blocks [cb, cb + nsb),
 // continuing from y when cb > 0. Four rows per pass, one f32 lane each: the
 // four rows' S (and M) of a super-block come out of one transposed
@@ -465,16 +483,9 @@ KVEDGE_ATTR_KQ HWY_NOINLINE void AvxChunkRows(const Block* w, size_t nsb_row, si
     // four row streams left the hardware prefetcher behind (Q4_K from DRAM,
     // CPU-time GB/s: 13.6 → 18.5, loaded machine). `passes` ahead: at least
     // kPrefetchBytes<Block> in flight.
-    const char* ahead = r + (passes + 1) * kRowsPerPass <= row_end
-                            ? reinterpret_cast<const char*>(w + (r + passes * kRowsPerPass) * nsb_row + cb)
-                            : nullptr;
+    const char* ahead = PassAhead<Block, kRowsPerPass>(w, nsb_row, cb, passes, r, row_end);
     for (size_t s = 0; s < nsb; ++s) {
-      if (ahead != nullptr) {
-        for (size_t i = 0; i < kRowsPerPass; ++i) {
-          const char* p = ahead + (i * nsb_row + s) * sizeof(Block);
-          for (size_t o = 0; o < sizeof(Block); o += 64) hwy::Prefetch(p + o);
-        }
-      }
+      PrefetchPassStep<Block, kRowsPerPass>(ahead, nsb_row, s);
       const __m128 dx = _mm_set1_ps(xc[s].d);
       if constexpr (kIsQ45<Block>) {
         __m128i sums, mins;
@@ -526,16 +537,9 @@ KVEDGE_ATTR_KQ HWY_NOINLINE void AvxChunkRowsQ23(const Block* w, size_t nsb_row,
     const Block* row[kRowsPerPass];
     for (size_t i = 0; i < kRowsPerPass; ++i) row[i] = w + (r + std::min(i, valid - 1)) * nsb_row + cb;
     __m256 acc = cb == 0 ? _mm256_setzero_ps() : _mm256_maskz_loadu_ps(mask, y + r);
-    const char* ahead = r + (passes + 1) * kRowsPerPass <= row_end
-                            ? reinterpret_cast<const char*>(w + (r + passes * kRowsPerPass) * nsb_row + cb)
-                            : nullptr;
+    const char* ahead = PassAhead<Block, kRowsPerPass>(w, nsb_row, cb, passes, r, row_end);
     for (size_t s = 0; s < nsb; ++s) {
-      if (ahead != nullptr) {
-        for (size_t i = 0; i < kRowsPerPass; ++i) {
-          const char* p = ahead + (i * nsb_row + s) * sizeof(Block);
-          for (size_t o = 0; o < sizeof(Block); o += 64) hwy::Prefetch(p + o);
-        }
-      }
+      PrefetchPassStep<Block, kRowsPerPass>(ahead, nsb_row, s);
       RawSums raw[kRowsPerPass];
       for (size_t i = 0; i < kRowsPerPass; ++i) raw[i] = SumsQ23<!kQ2>(row[i][s], xc[s], idx);
       __m256i sums = _mm256_set_m128i(Sum16x4(raw[4].s, raw[5].s, raw[6].s, raw[7].s),
