@@ -674,6 +674,31 @@ HWY_INLINE float PrepareQuery(int d, size_t half, const float* HWY_RESTRICT q, c
   return bias;
 }
 
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
+// Lane i of the result = the 8-lane tree reduction of y[i] by `op`, for 8
+// vectors at once, bit for bit as GCC's _mm512_reduce_{add,max}_ps finishes
+// (and the AVX2 kernels' per-vector trees did): 128-bit halves, lane k with
+// k + 2, then lanes 0 and 1 (`op` commutative: float add or max). 8-lane
+// shuffles instead of one scalar tree and its latency per vector.
+template <class Op>
+HWY_INLINE __m256 ReduceTree8(const __m256* y, Op op) {
+  __m256 z[4];  // [s4 of vector 2k | s4 of vector 2k+1]
+  for (int k = 0; k < 4; ++k) {
+    z[k] = op(_mm256_permute2f128_ps(y[2 * k], y[2 * k + 1], 0x31), _mm256_permute2f128_ps(y[2 * k], y[2 * k + 1], 0x20));
+  }
+  __m256 w[2];  // s2 (lane k with lane k+2): [v 4m, v 4m+2 | v 4m+1, v 4m+3], two lanes each
+  for (int m = 0; m < 2; ++m) {
+    w[m] = op(_mm256_shuffle_ps(z[2 * m], z[2 * m + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+              _mm256_shuffle_ps(z[2 * m], z[2 * m + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // Lanes 0 and 1: [v0 v2 v4 v6 | v1 v3 v5 v7], then in order.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  return _mm256_permutevar8x32_ps(
+      op(_mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)), _mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1))),
+      order);
+}
+#endif  // HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
+
 #if HWY_TARGET == HWY_AVX3_DL
 // ------------------------------ AVX-512 VNNI scores (int8/int4 keys, nq ≥ 2)
 //
@@ -750,12 +775,10 @@ constexpr VnniKeyPerms kVnniKeyPerms;
 constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
 
 // Lane i of the results = _mm512_reduce_add_ps(add[i]) and
-// _mm512_reduce_max_ps(max[i]) for i < kQ (0 beyond), bit for bit: the same
-// pairing as GCC's reduction (256-bit halves, 128-bit halves, lane k with
-// k + 2, then lanes 0 and 1; float addition is commutative), done for 8
-// queries at once with 8-lane shuffles instead of one scalar tree per query
-// (the per-query trees, the divisions after them and their latency were a
-// visible share of the per-block fold; docs/performance.md).
+// _mm512_reduce_max_ps(max[i]) for i < kQ (0 beyond), bit for bit: the
+// 256-bit halves, then ReduceTree8 (docs/performance.md: the per-query trees,
+// the divisions after them and their latency were a visible share of the
+// per-block fold).
 template <int kQ>
 HWY_INLINE void ReduceQueries(const __m512* add, const __m512* max, __m256* sums, __m256* maxes) {
   __m256 ya[8], ym[8];
@@ -765,28 +788,8 @@ HWY_INLINE void ReduceQueries(const __m512* add, const __m512* max, __m256* sums
     ya[i] = _mm256_add_ps(_mm512_extractf32x8_ps(a, 1), _mm512_castps512_ps256(a));
     ym[i] = _mm256_max_ps(_mm512_extractf32x8_ps(m, 1), _mm512_castps512_ps256(m));
   }
-  __m256 za[4], zm[4];  // [s4 of query 2k | s4 of query 2k+1]
-  for (int k = 0; k < 4; ++k) {
-    za[k] = _mm256_add_ps(_mm256_permute2f128_ps(ya[2 * k], ya[2 * k + 1], 0x31),
-                          _mm256_permute2f128_ps(ya[2 * k], ya[2 * k + 1], 0x20));
-    zm[k] = _mm256_max_ps(_mm256_permute2f128_ps(ym[2 * k], ym[2 * k + 1], 0x31),
-                          _mm256_permute2f128_ps(ym[2 * k], ym[2 * k + 1], 0x20));
-  }
-  __m256 wa[2], wm[2];  // s2 (lane k + lane k+2): [q 4m, q 4m+2 | q 4m+1, q 4m+3], two lanes each
-  for (int m = 0; m < 2; ++m) {
-    wa[m] = _mm256_add_ps(_mm256_shuffle_ps(za[2 * m], za[2 * m + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                          _mm256_shuffle_ps(za[2 * m], za[2 * m + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    wm[m] = _mm256_max_ps(_mm256_shuffle_ps(zm[2 * m], zm[2 * m + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                          _mm256_shuffle_ps(zm[2 * m], zm[2 * m + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  }
-  // Lanes 0 + 1: [q0 q2 q4 q6 | q1 q3 q5 q7], then in query order.
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  *sums = _mm256_permutevar8x32_ps(_mm256_add_ps(_mm256_shuffle_ps(wa[0], wa[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                                 _mm256_shuffle_ps(wa[0], wa[1], _MM_SHUFFLE(3, 1, 3, 1))),
-                                   order);
-  *maxes = _mm256_permutevar8x32_ps(_mm256_max_ps(_mm256_shuffle_ps(wm[0], wm[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                                  _mm256_shuffle_ps(wm[0], wm[1], _MM_SHUFFLE(3, 1, 3, 1))),
-                                    order);
+  *sums = ReduceTree8(ya, [](__m256 a, __m256 b) { return _mm256_add_ps(a, b); });
+  *maxes = ReduceTree8(ym, [](__m256 a, __m256 b) { return _mm256_max_ps(a, b); });
 }
 
 // Per lane: step = a/32767 and inv = 32767/a where a > 1e-33 (below,

@@ -61,10 +61,11 @@ struct Avx2KeyFold {
   alignas(32) float c[kAvx2Pairs], s[kAvx2Pairs];    // [pair] the block's cos, sin
   alignas(32) float s0[kAvx2Pairs], s1[kAvx2Pairs];  // [pair] key scales of channels 2i, 2i+1
   alignas(32) float m0[kAvx2Pairs], m1[kAvx2Pairs];  // [pair] key mins
-  alignas(32) float pe[kAvx2Pairs], po[kAvx2Pairs];  // [pair] q' of the query being folded
+  alignas(32) float pe[kAvx2Pass][kAvx2Pairs];       // [query][pair] q' of the even channels
+  alignas(32) float po[kAvx2Pass][kAvx2Pairs];       // [query][pair] q' of the odd channels
   alignas(32) int32_t iq[kAvx2Pass][kAvx2Pairs];     // [query][pair] the pair's two int16 q' codes
-  float step[kAvx2Pass];                             // [query] δ
-  float bias[kAvx2Pass];                             // [query] Σ_c (R q)_c·m_c
+  alignas(32) float step[kAvx2Pass];                 // [query] δ
+  alignas(32) float bias[kAvx2Pass];                 // [query] Σ_c (R q)_c·m_c
 };
 
 // 16 f16 of a channel-pair array (8 pairs) → even / odd channels as f32, in
@@ -107,49 +108,62 @@ HWY_INLINE void Avx2LoadBlockFold(KvFormat f, int d, size_t rope_half, const uin
   }
 }
 
-// q' codes, δ and min term of query i against the block in `k`. The min
-// term's partial sums follow the AVX-512 fold's 16 lanes (pair P in lane
-// P mod 16: lanes 0..7 in lo, 8..15 in hi, pairs in increasing order) and
-// its reduction tree (hi + lo halves, then 128-bit halves, lane k + k+2,
-// lanes 0 + 1), so the float result is the same.
-HWY_INLINE void Avx2FoldQuery(size_t np8, size_t i, Avx2KeyFold* HWY_RESTRICT k) {
+// Per lane: step = a/32767 and inv = 32767/a where a > 1e-33 (below,
+// 32767/a would overflow: such a vector counts as 0), else 0 — the scalar
+// expressions lane by lane, as the AVX-512 QuantSteps.
+HWY_INLINE void Avx2QuantSteps(__m256 a, float* HWY_RESTRICT step, float* HWY_RESTRICT inv) {
+  const __m256 live = _mm256_cmp_ps(a, _mm256_set1_ps(1e-33f), _CMP_GT_OQ);
+  const __m256 big = _mm256_set1_ps(32767.0f);
+  _mm256_storeu_ps(step, _mm256_and_ps(live, _mm256_div_ps(a, big)));
+  _mm256_storeu_ps(inv, _mm256_and_ps(live, _mm256_div_ps(big, a)));
+}
+
+// q' codes, δ and min term of the pass's g queries against the block in `k`.
+// The min term's partial sums follow the AVX-512 fold's 16 lanes (pair P in
+// lane P mod 16: lanes 0..7 in lo, 8..15 in hi, pairs in increasing order)
+// and its reduction tree (hi + lo halves, then ReduceTree8 for the 8 queries
+// at once, as the AVX-512 ReduceQueries), so the float result is the same;
+// δ and 1/δ of the 8 queries take one division each.
+HWY_INLINE void Avx2FoldQueries(size_t np8, size_t g, Avx2KeyFold* HWY_RESTRICT k) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  __m256 vb[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  __m256 amax = _mm256_setzero_ps();
-  for (size_t i0 = 0; i0 < np8; i0 += 8) {
-    const __m256 a = _mm256_load_ps(k->qe[i] + i0);
-    const __m256 b = _mm256_load_ps(k->qo[i] + i0);
-    const __m256 c = _mm256_load_ps(k->c + i0);
-    const __m256 s = _mm256_load_ps(k->s + i0);
-    const __m256 r0 = _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s));
-    const __m256 r1 = _mm256_fmadd_ps(a, s, _mm256_mul_ps(b, c));
-    __m256& acc = vb[(i0 / 8) & 1];
-    acc = _mm256_fmadd_ps(r0, _mm256_load_ps(k->m0 + i0), _mm256_fmadd_ps(r1, _mm256_load_ps(k->m1 + i0), acc));
-    const __m256 p0 = _mm256_mul_ps(r0, _mm256_load_ps(k->s0 + i0));
-    const __m256 p1 = _mm256_mul_ps(r1, _mm256_load_ps(k->s1 + i0));
-    _mm256_store_ps(k->pe + i0, p0);
-    _mm256_store_ps(k->po + i0, p1);
-    amax = _mm256_max_ps(amax, _mm256_max_ps(_mm256_andnot_ps(sign, p0), _mm256_andnot_ps(sign, p1)));
+  __m256 ya[kAvx2Pass], ym[kAvx2Pass];
+  for (size_t i = 0; i < kAvx2Pass; ++i) {
+    __m256 vb[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 amax = _mm256_setzero_ps();
+    const size_t n = i < g ? np8 : 0;  // queries past g: zeros
+    for (size_t i0 = 0; i0 < n; i0 += 8) {
+      const __m256 a = _mm256_load_ps(k->qe[i] + i0);
+      const __m256 b = _mm256_load_ps(k->qo[i] + i0);
+      const __m256 c = _mm256_load_ps(k->c + i0);
+      const __m256 s = _mm256_load_ps(k->s + i0);
+      const __m256 r0 = _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s));
+      const __m256 r1 = _mm256_fmadd_ps(a, s, _mm256_mul_ps(b, c));
+      __m256& acc = vb[(i0 / 8) & 1];
+      acc = _mm256_fmadd_ps(r0, _mm256_load_ps(k->m0 + i0), _mm256_fmadd_ps(r1, _mm256_load_ps(k->m1 + i0), acc));
+      const __m256 p0 = _mm256_mul_ps(r0, _mm256_load_ps(k->s0 + i0));
+      const __m256 p1 = _mm256_mul_ps(r1, _mm256_load_ps(k->s1 + i0));
+      _mm256_store_ps(k->pe[i] + i0, p0);
+      _mm256_store_ps(k->po[i] + i0, p1);
+      amax = _mm256_max_ps(amax, _mm256_max_ps(_mm256_andnot_ps(sign, p0), _mm256_andnot_ps(sign, p1)));
+    }
+    ya[i] = _mm256_add_ps(vb[1], vb[0]);
+    ym[i] = amax;
   }
-  const __m256 y = _mm256_add_ps(vb[1], vb[0]);
-  const __m128 z = _mm_add_ps(_mm256_extractf128_ps(y, 1), _mm256_castps256_ps128(y));
-  const __m128 w = _mm_add_ps(_mm_movehl_ps(z, z), z);
-  k->bias[i] = _mm_cvtss_f32(_mm_add_ss(_mm_movehdup_ps(w), w));
-  __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(amax, 1), _mm256_castps256_ps128(amax));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  const float am = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
-  // A q' below ~1e-33 scores as 0 (32767/a would overflow; error ≤ a·Σ code).
-  const bool live = am > 1e-33f;
-  k->step[i] = live ? am / 32767.0f : 0.0f;
-  const __m256 inv = _mm256_set1_ps(live ? 32767.0f / am : 0.0f);
+  _mm256_storeu_ps(k->bias, ReduceTree8(ya, [](__m256 x, __m256 y) { return _mm256_add_ps(x, y); }));
+  // A q' below ~1e-33 scores as 0 (error ≤ a·Σ code).
+  alignas(32) float inv[kAvx2Pass];
+  Avx2QuantSteps(ReduceTree8(ym, [](__m256 x, __m256 y) { return _mm256_max_ps(x, y); }), k->step, inv);
   // packs: [e0..3 o0..3 | e4..7 o4..7] per 128-bit lane; the byte shuffle pairs (e_j, o_j).
   const __m256i interleave = _mm256_broadcastsi128_si256(
       _mm_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15));
-  for (size_t i0 = 0; i0 < np8; i0 += 8) {
-    const __m256i e = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(k->pe + i0), inv));
-    const __m256i o = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(k->po + i0), inv));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(k->iq[i] + i0),
-                       _mm256_shuffle_epi8(_mm256_packs_epi32(e, o), interleave));
+  for (size_t i = 0; i < g; ++i) {
+    const __m256 vinv = _mm256_set1_ps(inv[i]);
+    for (size_t i0 = 0; i0 < np8; i0 += 8) {
+      const __m256i e = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(k->pe[i] + i0), vinv));
+      const __m256i o = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(k->po[i] + i0), vinv));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(k->iq[i] + i0),
+                         _mm256_shuffle_epi8(_mm256_packs_epi32(e, o), interleave));
+    }
   }
 }
 
@@ -228,8 +242,8 @@ HWY_INLINE void Avx2ScoreBlock(size_t np, const uint8_t* HWY_RESTRICT block, con
 }
 
 // ScoreKeyBlocksMulti for int8/int4 keys, nq ≥ 2: passes of ≤ 8 queries;
-// per block the scales, mins and angles are split once, each query folded
-// and quantized once, then the keys are decoded once per 2 queries (16
+// per block the scales, mins and angles are split once, the queries folded
+// and quantized once (their reductions and divisions together), then the keys are decoded once per 2 queries (16
 // ymm registers: 8 accumulators, 4 key vectors).
 template <bool kInt4>
 HWY_NOINLINE void Avx2ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTRICT q, size_t nq,
@@ -253,7 +267,7 @@ HWY_NOINLINE void Avx2ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const
       const uint8_t* HWY_RESTRICT block = blocks[b];
       PrefetchBlock(blocks, n_blocks, b, block_bytes);
       Avx2LoadBlockFold(f, d, rope_half, block, rot + b * static_cast<size_t>(rope_dim), &k);
-      for (size_t i = 0; i < g; ++i) Avx2FoldQuery(np8, i, &k);
+      Avx2FoldQueries(np8, g, &k);
       float* out = scores + p0 * stride + b * kAvx2Tokens;
       size_t i = 0;
       for (; i + 2 <= g; i += 2) Avx2ScoreBlock<2, kInt4>(np, block, k, i, scale, out + i * stride, stride);
@@ -299,38 +313,61 @@ HWY_INLINE void Avx2ValueScales(const uint8_t* HWY_RESTRICT src, size_t cg, floa
   }
 }
 
-// Weight codes and δ of query i for every group of the block; wm += w·min.
-HWY_INLINE void Avx2FoldValueWeights(size_t cg, const float* HWY_RESTRICT w, size_t i, Avx2ValueFold* HWY_RESTRICT v) {
+// Weight codes and δ of the pass's g queries for every group of the block;
+// wm += w·min. The max |w·scale| of each (query, group) is reduced 8 at a
+// time (ReduceTree8; max is exact in any order, so the result equals the
+// AVX-512 per-vector reduction) and δ, 1/δ take one division per 8.
+HWY_INLINE void Avx2FoldValueWeights(size_t cg, const float* HWY_RESTRICT w, size_t w_stride, size_t g,
+                                     Avx2ValueFold* HWY_RESTRICT v) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  const __m256 w0 = _mm256_loadu_ps(w), w1 = _mm256_loadu_ps(w + 8);
-  const __m256 w2 = _mm256_loadu_ps(w + 16), w3 = _mm256_loadu_ps(w + 24);
-  for (size_t j = 0; j < cg; ++j) {
-    const float* sj = v->s[j];
-    const float* mj = v->m[j];
-    const __m256 a0 = _mm256_mul_ps(w0, _mm256_load_ps(sj));
-    const __m256 a1 = _mm256_mul_ps(w1, _mm256_load_ps(sj + 8));
-    const __m256 a2 = _mm256_mul_ps(w2, _mm256_load_ps(sj + 16));
-    const __m256 a3 = _mm256_mul_ps(w3, _mm256_load_ps(sj + 24));
-    float* wm = v->wm[i][j];  // lane l: tokens l and 16 + l, as the 16-lane fold
-    _mm256_store_ps(wm, _mm256_fmadd_ps(w0, _mm256_load_ps(mj),
-                                        _mm256_fmadd_ps(w2, _mm256_load_ps(mj + 16), _mm256_load_ps(wm))));
-    _mm256_store_ps(wm + 8, _mm256_fmadd_ps(w1, _mm256_load_ps(mj + 8),
-                                            _mm256_fmadd_ps(w3, _mm256_load_ps(mj + 24), _mm256_load_ps(wm + 8))));
-    const __m256 m8 = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, a0), _mm256_andnot_ps(sign, a1)),
-                                    _mm256_max_ps(_mm256_andnot_ps(sign, a2), _mm256_andnot_ps(sign, a3)));
-    __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(m8, 1), _mm256_castps256_ps128(m8));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    const float a = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
-    const bool live = a > 1e-33f;  // below, 32767/a could overflow: weights that small count as 0
-    v->step[i][j] = live ? a / 32767.0f : 0.0f;
-    const __m256 inv = _mm256_set1_ps(live ? 32767.0f / a : 0.0f);
-    // packs gives [t0..3 t8..11 | t4..7 t12..15] of two 8-token vectors; vpermq 0xD8 orders them.
-    const __m256i lo = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(a0, inv)),
-                                          _mm256_cvtps_epi32(_mm256_mul_ps(a1, inv)));
-    const __m256i hi = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(a2, inv)),
-                                          _mm256_cvtps_epi32(_mm256_mul_ps(a3, inv)));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(v->iw[i][j]), _mm256_permute4x64_epi64(lo, 0xD8));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(v->iw[i][j] + 8), _mm256_permute4x64_epi64(hi, 0xD8));
+  constexpr size_t kMaxFolds = kAvx2Pass * kAvx2ValueGroups;
+  __m256 ym[kMaxFolds];
+  const size_t n = g * cg;
+  for (size_t i = 0; i < g; ++i) {
+    const float* wi = w + i * w_stride;
+    const __m256 w0 = _mm256_loadu_ps(wi), w1 = _mm256_loadu_ps(wi + 8);
+    const __m256 w2 = _mm256_loadu_ps(wi + 16), w3 = _mm256_loadu_ps(wi + 24);
+    for (size_t j = 0; j < cg; ++j) {
+      const float* sj = v->s[j];
+      const float* mj = v->m[j];
+      const __m256 a0 = _mm256_mul_ps(w0, _mm256_load_ps(sj));
+      const __m256 a1 = _mm256_mul_ps(w1, _mm256_load_ps(sj + 8));
+      const __m256 a2 = _mm256_mul_ps(w2, _mm256_load_ps(sj + 16));
+      const __m256 a3 = _mm256_mul_ps(w3, _mm256_load_ps(sj + 24));
+      float* wm = v->wm[i][j];  // lane l: tokens l and 16 + l, as the 16-lane fold
+      _mm256_store_ps(wm, _mm256_fmadd_ps(w0, _mm256_load_ps(mj),
+                                          _mm256_fmadd_ps(w2, _mm256_load_ps(mj + 16), _mm256_load_ps(wm))));
+      _mm256_store_ps(wm + 8, _mm256_fmadd_ps(w1, _mm256_load_ps(mj + 8),
+                                              _mm256_fmadd_ps(w3, _mm256_load_ps(mj + 24), _mm256_load_ps(wm + 8))));
+      ym[i * cg + j] = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, a0), _mm256_andnot_ps(sign, a1)),
+                                     _mm256_max_ps(_mm256_andnot_ps(sign, a2), _mm256_andnot_ps(sign, a3)));
+    }
+  }
+  alignas(32) float step[kMaxFolds], inv[kMaxFolds];  // [i·cg + j]
+  for (size_t f = n; f % 8 != 0; ++f) ym[f] = _mm256_setzero_ps();
+  for (size_t f = 0; f < n; f += 8) {
+    Avx2QuantSteps(ReduceTree8(ym + f, [](__m256 x, __m256 y) { return _mm256_max_ps(x, y); }), step + f, inv + f);
+  }
+  for (size_t i = 0; i < g; ++i) {
+    const float* wi = w + i * w_stride;
+    const __m256 w0 = _mm256_loadu_ps(wi), w1 = _mm256_loadu_ps(wi + 8);
+    const __m256 w2 = _mm256_loadu_ps(wi + 16), w3 = _mm256_loadu_ps(wi + 24);
+    for (size_t j = 0; j < cg; ++j) {
+      const float* sj = v->s[j];
+      v->step[i][j] = step[i * cg + j];
+      const __m256 vinv = _mm256_set1_ps(inv[i * cg + j]);
+      const __m256 a0 = _mm256_mul_ps(w0, _mm256_load_ps(sj));
+      const __m256 a1 = _mm256_mul_ps(w1, _mm256_load_ps(sj + 8));
+      const __m256 a2 = _mm256_mul_ps(w2, _mm256_load_ps(sj + 16));
+      const __m256 a3 = _mm256_mul_ps(w3, _mm256_load_ps(sj + 24));
+      // packs gives [t0..3 t8..11 | t4..7 t12..15] of two 8-token vectors; vpermq 0xD8 orders them.
+      const __m256i lo = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(a0, vinv)),
+                                            _mm256_cvtps_epi32(_mm256_mul_ps(a1, vinv)));
+      const __m256i hi = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(a2, vinv)),
+                                            _mm256_cvtps_epi32(_mm256_mul_ps(a3, vinv)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(v->iw[i][j]), _mm256_permute4x64_epi64(lo, 0xD8));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(v->iw[i][j] + 8), _mm256_permute4x64_epi64(hi, 0xD8));
+    }
   }
 }
 
@@ -402,8 +439,8 @@ HWY_INLINE void Avx2ValueBlock(size_t D, const uint8_t* HWY_RESTRICT block, cons
 
 // AccumulateValueBlocksMulti for int8/int4 values, D a multiple of 32,
 // nq ≥ 2: passes of ≤ 8 queries; per block the scales and mins are widened
-// once, each query's weights folded once, the codes decoded once per 2
-// queries.
+// once, the queries' weights folded once (their reductions and divisions
+// together), the codes decoded once per 2 queries.
 template <bool kInt4>
 HWY_NOINLINE void Avx2AccumulateValueBlocksMulti(KvFormat f, int d, const float* HWY_RESTRICT weights,
                                                  size_t weights_stride, size_t nq,
@@ -423,7 +460,7 @@ HWY_NOINLINE void Avx2AccumulateValueBlocksMulti(KvFormat f, int d, const float*
       PrefetchBlock(blocks, n_blocks, b, block_bytes);
       Avx2ValueScales(block + ValueBlockScalesOffset(f, d), cg, v.flat, v.s);
       Avx2ValueScales(block + ValueBlockMinsOffset(f, d), cg, v.flat, v.m);
-      for (size_t i = 0; i < g; ++i) Avx2FoldValueWeights(cg, w + i * weights_stride + b * kAvx2Tokens, i, &v);
+      Avx2FoldValueWeights(cg, w + b * kAvx2Tokens, weights_stride, g, &v);
       size_t i = 0;
       for (; i + 2 <= g; i += 2) Avx2ValueBlock<2, kInt4>(D, block, v, i, o);
       if (i < g) Avx2ValueBlock<1, kInt4>(D, block, v, i, o);
