@@ -1546,27 +1546,50 @@ struct VnniValueWeights {
   float step[kQueryGroup][kMaxValueGroups];                    // [query][group] δ
 };
 
-// ws codes of query i for every group of one block; wm[j] += w·min (16-lane
-// partial sums, reduced once per call).
-HWY_INLINE void VnniFoldValueWeights(size_t cg, const float* HWY_RESTRICT w, const VnniValueScales& vs,
-                                     float* HWY_RESTRICT wm, int32_t (*HWY_RESTRICT iw)[kG / 2],
-                                     float* HWY_RESTRICT step) {
+// ws codes of kQ queries for every group of one block; wm[i][j] += w·min
+// (16-lane partial sums, reduced once per call). The max |ws| of each
+// (query, group) is reduced 8 at a time (ReduceTree8; max is exact in any
+// order, so equal to _mm512_reduce_max_ps) and δ, 1/δ take one division per
+// 8 (QuantSteps) instead of a scalar tree and two divisions each.
+template <int kQ>
+HWY_INLINE void VnniFoldValueWeights(size_t cg, const float* HWY_RESTRICT w, size_t w_stride,
+                                     const VnniValueScales& vs, float (*HWY_RESTRICT wm)[kMaxValueGroups * 16],
+                                     VnniValueWeights* HWY_RESTRICT wt) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
-  const __m512 w0 = _mm512_loadu_ps(w);
-  const __m512 w1 = _mm512_loadu_ps(w + 16);
-  for (size_t j = 0; j < cg; ++j) {
-    const __m512 a0 = _mm512_mul_ps(w0, _mm512_load_ps(vs.s[j]));
-    const __m512 a1 = _mm512_mul_ps(w1, _mm512_load_ps(vs.s[j] + 16));
-    const __m512 acc = _mm512_load_ps(wm + 16 * j);
-    _mm512_store_ps(wm + 16 * j, _mm512_fmadd_ps(w0, _mm512_load_ps(vs.m[j]),
-                                                 _mm512_fmadd_ps(w1, _mm512_load_ps(vs.m[j] + 16), acc)));
-    const float a = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, a0), _mm512_andnot_ps(sign, a1)));
-    const bool live = a > 1e-33f;  // below, 32767/a could overflow: weights that small count as 0
-    step[j] = live ? a / 32767.0f : 0.0f;
-    const __m512 inv = _mm512_set1_ps(live ? 32767.0f / a : 0.0f);
-    const __m256i lo = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(a0, inv)));
-    const __m256i hi = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(a1, inv)));
-    _mm512_store_si512(iw[j], _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+  constexpr size_t kMaxFolds = kQueryGroup * kMaxValueGroups;
+  __m256 ym[kMaxFolds];
+  const size_t n = kQ * cg;
+  for (int i = 0; i < kQ; ++i) {
+    const __m512 w0 = _mm512_loadu_ps(w + i * w_stride);
+    const __m512 w1 = _mm512_loadu_ps(w + i * w_stride + 16);
+    for (size_t j = 0; j < cg; ++j) {
+      const __m512 a0 = _mm512_mul_ps(w0, _mm512_load_ps(vs.s[j]));
+      const __m512 a1 = _mm512_mul_ps(w1, _mm512_load_ps(vs.s[j] + 16));
+      float* acc = wm[i] + 16 * j;
+      _mm512_store_ps(acc, _mm512_fmadd_ps(w0, _mm512_load_ps(vs.m[j]),
+                                           _mm512_fmadd_ps(w1, _mm512_load_ps(vs.m[j] + 16), _mm512_load_ps(acc))));
+      const __m512 m = _mm512_max_ps(_mm512_andnot_ps(sign, a0), _mm512_andnot_ps(sign, a1));
+      ym[i * cg + j] = _mm256_max_ps(_mm512_extractf32x8_ps(m, 1), _mm512_castps512_ps256(m));
+    }
+  }
+  // Below 1e-33, 32767/a could overflow: weights that small count as 0.
+  HWY_ALIGN float step[kMaxFolds], inv[kMaxFolds];  // [i·cg + j]
+  for (size_t k = n; k % 8 != 0; ++k) ym[k] = _mm256_setzero_ps();
+  for (size_t k = 0; k < n; k += 8) {
+    QuantSteps(ReduceTree8(ym + k, [](__m256 x, __m256 y) { return _mm256_max_ps(x, y); }), step + k, inv + k);
+  }
+  for (int i = 0; i < kQ; ++i) {
+    const __m512 w0 = _mm512_loadu_ps(w + i * w_stride);
+    const __m512 w1 = _mm512_loadu_ps(w + i * w_stride + 16);
+    for (size_t j = 0; j < cg; ++j) {
+      wt->step[i][j] = step[i * cg + j];
+      const __m512 vinv = _mm512_set1_ps(inv[i * cg + j]);
+      const __m512 a0 = _mm512_mul_ps(w0, _mm512_load_ps(vs.s[j]));
+      const __m512 a1 = _mm512_mul_ps(w1, _mm512_load_ps(vs.s[j] + 16));
+      const __m256i lo = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(a0, vinv)));
+      const __m256i hi = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(a1, vinv)));
+      _mm512_store_si512(wt->iw[i][j], _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+    }
   }
 }
 
@@ -1653,9 +1676,7 @@ KVEDGE_ATTR_VNNI512 HWY_INLINE void VnniValueRun(KvFormat f, int d, const float*
         _mm512_store_ps(vs.m[j] + t0, _mm512_i32gather_ps(idx, flat_m, 4));
       }
     }
-    for (int i = 0; i < kQ; ++i) {
-      VnniFoldValueWeights(cg, weights + i * weights_stride + b * kG, vs, wm[i], wt.iw[i], wt.step[i]);
-    }
+    VnniFoldValueWeights<kQ>(cg, weights + b * kG, weights_stride, vs, wm, &wt);
     if (f == KvFormat::kInt4) {
       VnniValueBlock<kQ, true>(d, block, wt, out, D);
     } else {
