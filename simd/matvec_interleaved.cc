@@ -190,7 +190,8 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t grou
                                                size_t valid_rows) {
   constexpr size_t kVecs = kQuantBlock / 4;  // code vectors per block: 4 weights per lane each
   const __mmask16 mask = static_cast<__mmask16>((1u << valid_rows) - 1);
-  __m512 sum[V];
+  __m512 sum[V];  // in registers: every loop over v is unrolled
+#pragma GCC unroll 16
   for (size_t v = 0; v < V; ++v) {
     sum[v] = cb == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, y + v * y_stride + row0);
   }
@@ -242,9 +243,11 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t grou
     if constexpr (LaneFormat<Block>::kMin) {
       const __m512 mw = _mm512_cvtph_ps(_mm256_load_si256(
           reinterpret_cast<const __m256i*>(group + InterleavedMinOffset(kType, cb + b))));
+#pragma GCC unroll 16
       for (size_t v = 0; v < V; ++v) sum[v] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xc[v]->sx[b]), sum[v]);
     }
   }
+#pragma GCC unroll 16
   for (size_t v = 0; v < V; ++v) _mm512_mask_storeu_ps(y + v * y_stride + row0, mask, sum[v]);
 }
 constexpr bool kInterleavedPreferred = true;
