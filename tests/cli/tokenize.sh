@@ -2,8 +2,9 @@
 # `kvedge tokenize --ids --no-bos -f CASE` prints llama.cpp's ids for every
 # case of every vocabulary in the conformance kit (one process per case: the
 # file's bytes exactly, vocabulary-only GGUFs), and tokenizes invalid UTF-8.
-# KVEDGE_CASE_STRIDE=N runs every Nth case only: the cross build's ctest sets 10, since under qemu each
-# process costs seconds and kvedge_tokenizer_conformance_test checks every case in process there.
+# KVEDGE_CASE_STRIDE=N runs every Nth case only: the cross and sanitizer builds' ctest sets 10, since under
+# qemu or ASan each process costs about a second and kvedge_tokenizer_conformance_test checks every case
+# in process there.
 # usage: tokenize.sh VOCAB_DIR MODELS_DIR kvedge-command...
 set -euo pipefail
 vocabs=$1 models=$2
