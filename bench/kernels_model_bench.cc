@@ -149,7 +149,7 @@ int RegisterAll() {
   for (int t = 0; t < kNumWeightTypes; ++t) formats.emplace_back(static_cast<WeightType>(t), WeightLayout::kRows);
   for (int i = 0; i < kNumWeightTypes; ++i) {
     const auto t = static_cast<WeightType>(i);
-    if (IsQuantizedWeight(t)) formats.emplace_back(t, WeightLayout::kInterleaved16);
+    if (IsInterleavable(t)) formats.emplace_back(t, WeightLayout::kInterleaved16);
   }
   const size_t shapes[][2] = {{2048, 2048}, {256, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}};
   for (const auto& [t, layout] : formats) {

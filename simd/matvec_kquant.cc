@@ -498,6 +498,10 @@ void KQuantRowsOf(const MatrixView& m, const float* x, size_t n, float* y, size_
   }
 }
 
+// QuantizeRowQ8_K bit for bit (QuantizeQ8K), for the other Q8_K kernels
+// (matvec_kquant_interleaved.cc). n a multiple of 256.
+void QuantizeQ8KT(const float* x, BlockQ8_K* out, size_t n) { QuantizeQ8K(x, out, n / kSuperBlock); }
+
 void KQuantRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
   switch (m.type) {
     case WeightType::kQ2_K: return KQuantRowsOf<BlockQ2_K>(m, x, n, y, row_begin, row_end);
@@ -519,6 +523,9 @@ HWY_AFTER_NAMESPACE();
 namespace kvedge {
 
 HWY_EXPORT(KQuantRowsT);
+HWY_EXPORT(QuantizeQ8KT);
+
+void QuantizeRowQ8KFast(const float* x, BlockQ8_K* out, size_t n) { HWY_DYNAMIC_DISPATCH(QuantizeQ8KT)(x, out, n); }
 
 void QuantizeRowQ8_K(const float* x, BlockQ8_K* out, size_t n) {
   for (size_t i = 0; i < n / kSuperBlock; ++i, x += kSuperBlock) {

@@ -28,6 +28,8 @@ static_assert(sizeof(BlockQ8_K) == 292, "ggml block_q8_K");
 // qs = min(127, nearest-even(iscale·x)), d = 1/iscale (all zero when max is
 // 0). x: f32 [n]; out: [n/256]; n a multiple of 256. Scalar, O(n).
 void QuantizeRowQ8_K(const float* x, BlockQ8_K* out, size_t n);
+// QuantizeRowQ8_K bit for bit, vectorized for this CPU (the kernels' own).
+void QuantizeRowQ8KFast(const float* x, BlockQ8_K* out, size_t n);
 
 // Y[v][w.rows] = X[v][w.cols] · Wᵀ for v < n, rows [row_begin, row_end) only;
 // n = 1 is a matrix–vector product. w: kRows layout, a kInt8K type. Per

@@ -6,6 +6,7 @@
 //               (Q8_0/Q4_0 only)
 //               kInterleaved16        matvec_interleaved.cc
 //   kInt8K      Q2_K…Q6_K/IQ4_XS      matvec_kquant.cc, batched matmul_batch.cc
+//               Q4_K kInterleaved16   matvec_kquant_interleaved.cc
 // Elementwise kernels (RMSNorm, SwiGLU, adds) live in elementwise_kernels.cc.
 //
 // Every (weight row, input vector) pair runs the same op sequence whatever
@@ -22,13 +23,14 @@
 #include "simd/matvec_float.h"
 #include "simd/matvec_interleaved.h"
 #include "simd/matvec_kquant.h"
+#include "simd/matvec_kquant_interleaved.h"
 #include "simd/matvec_legacy.h"
 
 namespace kvedge {
 
 namespace {
 
-// Block formats need whole blocks, and only the legacy 32-blocks interleave; anything
+// Block formats need whole blocks, and only IsInterleavable types interleave; anything
 // else is a caller bug.
 void CheckShape(const MatrixView& w) {
   if (w.cols % WeightBlockSize(w.type) != 0) {
@@ -72,7 +74,9 @@ void MatVecRange(const MatrixView& w, const float* x, float* y, size_t begin, si
     case WeightKernel::kInt8:
       if (w.layout == WeightLayout::kInterleaved16) return InterleavedRows(w, x, 1, y, begin, end);
       return MatVecRowsLegacy(w, x, y, begin, end);
-    case WeightKernel::kInt8K: return KQuantRows(w, x, 1, y, begin, end);
+    case WeightKernel::kInt8K:
+      if (w.layout == WeightLayout::kInterleaved16) return KQuantInterleavedRows(w, x, 1, y, begin, end);
+      return KQuantRows(w, x, 1, y, begin, end);
   }
 }
 
@@ -82,13 +86,16 @@ void MatMulRange(const MatrixView& w, const float* x, size_t n, float* y, size_t
     case WeightKernel::kInt8:
       if (w.layout == WeightLayout::kInterleaved16) return InterleavedRows(w, x, n, y, begin, end);
       return MatMulRowsLegacy(w, x, n, y, begin, end);
-    case WeightKernel::kInt8K: return KQuantBatchRows(w, x, n, y, begin, end);
+    case WeightKernel::kInt8K:
+      if (w.layout == WeightLayout::kInterleaved16) return KQuantInterleavedRows(w, x, n, y, begin, end);
+      return KQuantBatchRows(w, x, n, y, begin, end);
   }
 }
 
 }  // namespace
 
 size_t InterleavedGroupBytes(WeightType t, size_t cols) {
+  if (t == WeightType::kQ4_K) return cols / kSuperBlock * InterleavedKSuperBytes;
   const size_t nb = cols / kQuantBlock;
   return nb / 2 * InterleavedPairBytes(t) + nb % 2 * (InterleavedCodeBytes(t) + 2 * InterleavedHeaderBytes(t));
 }

@@ -35,6 +35,16 @@ namespace kvedge {
 //       to code vector i of the kernels (low nibbles of qs vector i/2 for
 //       even i, high nibbles for odd i).
 //     An odd last block forms a pair alone (its second d and m are zero).
+//     Q4_K (super-blocks of 256): group g is its super-blocks in order,
+//     InterleavedKSuperBytes (2304 = 16 × 144, the 16 rows' GGUF bytes) each:
+//       +0 d [16 rows] f16; +32 dmin [16 rows] f16;
+//       +64 the packed 6-bit scales and mins: [3 words][16 rows][4 bytes],
+//         bytes scales[4k … 4k+3] of row r at 64 + 64k + 4r (so the 32-bit
+//         word unpacking of ggml's vec_dot runs one row per int32 lane);
+//       +256 codes: [32][16 rows][4 bytes], bytes qs[4v … 4v+3] of row r at
+//         256 + 64v + 4r (GGUF's nibble pairs as they are: vector v's low
+//         nibbles are weights 64(v/8) + 4(v%8) + t of sub-block 2(v/8), its
+//         high nibbles the weights 32 further, of sub-block 2(v/8) + 1).
 //     Same bytes per weight as kRows. Built by InterleaveGroups (weight_quant.h).
 enum class WeightLayout : uint8_t { kRows = 0, kInterleaved16 = 1 };
 
@@ -50,11 +60,16 @@ struct MatrixView {
   WeightLayout layout = WeightLayout::kRows;
 };
 
-// The types with a kInterleaved16 layout: the legacy 32-blocks.
+// The types with a kInterleaved16 layout: the legacy 32-blocks and Q4_K.
 inline constexpr bool IsInterleavable(WeightType t) {
   return t == WeightType::kQ8_0 || t == WeightType::kQ4_0 || t == WeightType::kQ4_1 || t == WeightType::kQ5_0 ||
-         t == WeightType::kQ5_1 || t == WeightType::kIQ4_NL;
+         t == WeightType::kQ5_1 || t == WeightType::kIQ4_NL || t == WeightType::kQ4_K;
 }
+// Q4_K's interleaved super-block of 16 rows and the offsets inside it of
+// d, dmin, the packed scales and the codes (the layout above). The
+// Interleaved*Offset functions below describe the legacy 32-blocks only.
+inline constexpr size_t InterleavedKSuperBytes = 16 * 144;
+inline constexpr size_t kILKDOffset = 0, kILKDminOffset = 32, kILKScalesOffset = 64, kILKCodesOffset = 256;
 // Q4_1/Q5_1: a per-block f16 min m (w = d·q + m) after the scales.
 inline constexpr bool InterleavedHasMin(WeightType t) { return t == WeightType::kQ4_1 || t == WeightType::kQ5_1; }
 // Q5_0/Q5_1: 64 bytes of fifth bits after a block's nibbles.

@@ -10,6 +10,7 @@
 
 #include "simd/float16.h"
 #include "simd/matvec_kquant.h"
+#include "simd/weight_quant.h"
 
 namespace kvedge {
 
@@ -113,6 +114,13 @@ int QuantCode(const MatrixView& w, size_t r, size_t c, float* d, float* m) {
 }
 
 float DequantizeWeight(const MatrixView& w, size_t r, size_t c) {
+  if (w.layout == WeightLayout::kInterleaved16 && w.type == WeightType::kQ4_K) {
+    BlockQ4_K block;
+    float values[kSuperBlock];
+    ReadInterleavedQ4K(w, r, c / kSuperBlock, &block);
+    GetWeightFormat(w.type).dequantize(&block, values, kSuperBlock);
+    return values[c % kSuperBlock];
+  }
   if (w.layout == WeightLayout::kInterleaved16) {
     // The block read back into GGUF bytes, decoded by the format table.
     uint8_t block[sizeof(BlockQ8_0)];  // the largest legacy block
@@ -280,16 +288,23 @@ KSums IQ4XSSums(const BlockIQ4_XS& b, const BlockQ8_K& a) {
 }  // namespace
 
 void MatVecRowsQ8K(const MatrixView& w, const float* x, float* y, size_t row_begin, size_t row_end) {
-  if (GetWeightFormat(w.type).kernel != WeightKernel::kInt8K || w.layout != WeightLayout::kRows) {
-    std::fprintf(stderr, "%s:%d: Q8_K reference needs a Q2_K … Q6_K or IQ4_XS matrix in rows\n", __FILE__, __LINE__);
+  const bool interleaved = w.layout == WeightLayout::kInterleaved16;
+  if (GetWeightFormat(w.type).kernel != WeightKernel::kInt8K || (interleaved && w.type != WeightType::kQ4_K)) {
+    std::fprintf(stderr, "%s:%d: Q8_K reference needs a Q2_K … Q6_K or IQ4_XS matrix in rows (or Q4_K interleaved)\n",
+                 __FILE__, __LINE__);
     std::abort();
   }
   const size_t nsb = w.cols / kSuperBlock;
   std::vector<BlockQ8_K> a(nsb);
   QuantizeRowQ8_K(x, a.data(), w.cols);
   const size_t row_bytes = WeightRowBytes(w.type, w.cols);
+  std::vector<BlockQ4_K> read_back(interleaved ? nsb : 0);  // an interleaved row in GGUF bytes
   for (size_t r = row_begin; r < row_end; ++r) {
     const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * row_bytes;
+    if (interleaved) {
+      for (size_t s = 0; s < nsb; ++s) ReadInterleavedQ4K(w, r, s, &read_back[s]);
+      row = reinterpret_cast<const uint8_t*>(read_back.data());
+    }
     float acc = 0.0f;
     for (size_t s = 0; s < nsb; ++s) {
       KSums k;

@@ -21,7 +21,41 @@ void CheckBlockMultiple(size_t n, const char* what) {
   }
 }
 
+// InterleaveGroups for Q4_K (layout: model_kernels.h): each row's 144-byte
+// super-block spread over its group's super-block, byte for byte.
+void InterleaveGroupsQ4K(const MatrixView& src, size_t group_begin, size_t group_end, uint8_t* dst) {
+  const size_t nsb = src.cols / kSuperBlock;
+  const size_t row_bytes = WeightRowBytes(src.type, src.cols);
+  const size_t group_bytes = InterleavedGroupBytes(src.type, src.cols);
+  const uint8_t* rows = static_cast<const uint8_t*>(src.data);
+  for (size_t g = group_begin; g < group_end; ++g) {
+    uint8_t* group = dst + g * group_bytes;
+    std::fill(group, group + group_bytes, uint8_t{0});  // missing rows: d = dmin = 0, zero weights
+    for (size_t i = 0; i < kInterleaveRows && g * kInterleaveRows + i < src.rows; ++i) {
+      const auto* blocks = reinterpret_cast<const BlockQ4_K*>(rows + (g * kInterleaveRows + i) * row_bytes);
+      for (size_t s = 0; s < nsb; ++s) {
+        const BlockQ4_K& b = blocks[s];
+        uint8_t* sb = group + s * InterleavedKSuperBytes;
+        std::memcpy(sb + kILKDOffset + 2 * i, &b.d, 2);
+        std::memcpy(sb + kILKDminOffset + 2 * i, &b.dmin, 2);
+        for (size_t k = 0; k < 3; ++k) std::memcpy(sb + kILKScalesOffset + 64 * k + 4 * i, b.scales + 4 * k, 4);
+        for (size_t v = 0; v < 32; ++v) std::memcpy(sb + kILKCodesOffset + 64 * v + 4 * i, b.qs + 4 * v, 4);
+      }
+    }
+  }
+}
+
 }  // namespace
+
+void ReadInterleavedQ4K(const MatrixView& w, size_t r, size_t s, BlockQ4_K* out) {
+  const uint8_t* sb = static_cast<const uint8_t*>(w.data) + r / kInterleaveRows * InterleavedGroupBytes(w.type, w.cols) +
+                      s * InterleavedKSuperBytes;
+  const size_t i = r % kInterleaveRows;
+  std::memcpy(&out->d, sb + kILKDOffset + 2 * i, 2);
+  std::memcpy(&out->dmin, sb + kILKDminOffset + 2 * i, 2);
+  for (size_t k = 0; k < 3; ++k) std::memcpy(out->scales + 4 * k, sb + kILKScalesOffset + 64 * k + 4 * i, 4);
+  for (size_t v = 0; v < 32; ++v) std::memcpy(out->qs + 4 * v, sb + kILKCodesOffset + 64 * v + 4 * i, 4);
+}
 
 void QuantizeRowQ8_0(const float* x, size_t n, BlockQ8_0* out) {
   CheckBlockMultiple(n, "QuantizeRowQ8_0");
@@ -63,10 +97,11 @@ void QuantizeRowBF16(const float* x, size_t n, uint16_t* out) {
 
 void InterleaveGroups(const MatrixView& src, size_t group_begin, size_t group_end, uint8_t* dst) {
   if (!IsInterleavable(src.type) || src.layout != WeightLayout::kRows) {
-    std::fprintf(stderr, "%s:%d: only row-major legacy 32-block matrices interleave (got %s)\n", __FILE__, __LINE__,
+    std::fprintf(stderr, "%s:%d: only row-major IsInterleavable matrices interleave (got %s)\n", __FILE__, __LINE__,
                  WeightTypeName(src.type));
     std::abort();
   }
+  if (src.type == WeightType::kQ4_K) return InterleaveGroupsQ4K(src, group_begin, group_end, dst);
   CheckBlockMultiple(src.cols, "InterleaveGroups");
   const WeightType t = src.type;
   const bool q8 = t == WeightType::kQ8_0;

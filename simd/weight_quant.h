@@ -1,7 +1,7 @@
 // Reference weight quantizers (SIMD-free): f32 rows → GGUF Q8_0 / Q4_0 blocks,
 // f16, bf16. Used by the GGUF writer and by tests; bit-exact to ggml's
 // quantize_row_q8_0_reference / quantize_row_q4_0_reference. And the
-// relayout of Q8_0 / Q4_0 matrices into kInterleaved16 (model_kernels.h).
+// relayout of IsInterleavable matrices into kInterleaved16 (model_kernels.h).
 #ifndef KVEDGE_SIMD_WEIGHT_QUANT_H_
 #define KVEDGE_SIMD_WEIGHT_QUANT_H_
 
@@ -62,6 +62,9 @@ void QuantizeRowBF16(const float* x, size_t n, uint16_t* out);
 void InterleaveGroups(const MatrixView& src, size_t group_begin, size_t group_end, uint8_t* dst);
 // The view of a matrix interleaved at dst.
 MatrixView InterleavedView(const MatrixView& src, const uint8_t* dst);
+// Super-block s of row r of an interleaved Q4_K matrix w, read back into
+// its GGUF bytes (the inverse of InterleaveGroups).
+void ReadInterleavedQ4K(const MatrixView& w, size_t r, size_t s, BlockQ4_K* out);
 
 }  // namespace kvedge
 

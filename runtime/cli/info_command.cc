@@ -83,7 +83,7 @@ int RunInfo(const InfoOptions& opt) {
       j["matrix_types"][name] = counts[t];
       mix += (mix.empty() ? "" : ", ") + std::string(name) + " x" + std::to_string(counts[t]);
     }
-    // What generate/bench do with the legacy 32-block matrices on this CPU.
+    // What generate/bench do with the IsInterleavable matrices on this CPU.
     const char* layout = InterleavedWeightsPreferred() && !opt.model.no_repack ? "interleaved16" : "file";
     j["weight_layout"] = layout;
     j["kv_plan"] = {{"policy", EvictionPolicyName(plan->policy)}, {"key_format", KvFormatName(plan->key_format)},
@@ -99,7 +99,7 @@ int RunInfo(const InfoOptions& opt) {
                   FormatBytes(loaded->weights->weight_bytes).c_str());
       std::printf("  matrices: %s\n", mix.c_str());
       if (interleavable > 0) {
-        std::printf("  32-block layout %s\n", std::string(layout) == "file"
+        std::printf("  interleavable layout %s\n", std::string(layout) == "file"
                                                    ? "as in the file (used in place)"
                                                    : "interleaved16 (copied at load for the x86 kernels)");
       }

@@ -337,5 +337,29 @@ TEST(WeightTypesTest, PaddedF32ModelMatchesLlamaCppTightly) {
   EXPECT_LE(max_abs, 5e-4f);
 }
 
+// Q4_K matrices repacked at load (kInterleaved16) give the same logits as
+// the file's rows, bit for bit: both kernels are llama.cpp's integer dot
+// product exactly (ref::MatVecRowsQ8K), in MatVec and in the prefill MatMul.
+TEST(WeightTypesTest, Q4KMRepackedGivesTheSameLogits) {
+  const std::string path = Kit("models/stories260K-pad256-Q4_K_M.gguf");
+  auto rows = LoadModel(path, LoadOptions{.interleave = false});
+  auto repacked = LoadModel(path, LoadOptions{.interleave = false});
+  ASSERT_TRUE(rows.ok() && repacked.ok());
+  ASSERT_TRUE(InterleaveWeights(repacked->get()).ok());
+  size_t q4k = 0;
+  for (const LayerWeights& l : (*repacked)->layers) {
+    for (const MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3, &l.w2}) {
+      if (m->type != WeightType::kQ4_K) continue;
+      EXPECT_EQ(m->layout, WeightLayout::kInterleaved16);
+      ++q4k;
+    }
+  }
+  ASSERT_GT(q4k, 0u);
+  const std::vector<int> tokens = ReadTokens(Kit("logits/tokens_dev.json"));
+  const std::vector<float> a = RunTokens(**rows, tokens), b = RunTokens(**repacked, tokens);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << i;
+}
+
 }  // namespace
 }  // namespace kvedge

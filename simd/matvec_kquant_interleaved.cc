@@ -1,0 +1,397 @@
+// Q4_K products in the interleaved layout (WeightLayout::kInterleaved16,
+// model_kernels.h), compiled once per Highway target, on Q8_K activations
+// (QuantizeRowQ8KFast, matvec_kquant.h).
+//
+// One row per int32 lane, as matvec_interleaved.cc does for the legacy
+// 32-blocks: a 64-byte line holds 4 code bytes (8 weights: 4 of sub-block
+// 2k, 4 of 2k + 1) of each of 16 rows, and the 12 packed scale bytes of the
+// 16 rows are 3 lines, unpacked lane-wise by ggml's 32-bit word operations
+// once per super-block. Per sub-block j of 32 weights and input vector, the
+// 8 code vectors of its nibbles meet the broadcast activation codes:
+//   AVX3_DL: 8 vpdpbusd into an int32 dot per row, times the row's scale
+//     (vpmulld), added to S;
+//   AVX2 (and AVX3 without VNNI, on 256-bit vectors): 8 vpmaddubsw summed in
+//     int16 (pairs ≤ 2·15·127, 8 of them ≤ 30480), then one vpmaddwd
+//     against the (scale, scale) int16 pairs adds sc·dot to S;
+//   the other targets: the same integer sums, row by row (scalar; those
+//     targets keep GGUF's rows: InterleavedWeightsPreferred is false).
+// M = Σ_j min_j·(Σ codes of sub-block j) is 4 int16 pair multiply-adds of
+// the rows' mins against the activations' per-32 sums. S and M are exact
+// int32, folded per super-block as ref::MatVecRowsQ8K does, so MatVec,
+// every MatMul tile and the reference agree bit for bit.
+#include "platform/hwy_target_policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "simd/half_inline.h"
+#include "simd/matvec_kquant.h"
+#include "simd/matvec_kquant_interleaved.h"
+#include "simd/model_kernels.h"
+#include "simd/weight_format.h"
+#include "simd/x86_vnni.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "simd/matvec_kquant_interleaved.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+#ifndef KVEDGE_SIMD_MATVEC_KQUANT_INTERLEAVED_ONCE_
+#define KVEDGE_SIMD_MATVEC_KQUANT_INTERLEAVED_ONCE_
+namespace kvedge {
+namespace kq4il {
+
+// Activations are quantized per chunk of this many super-blocks (4096
+// columns) and input vector: 4.9 KiB each on the stack.
+constexpr size_t kChunkSuperBlocks = 16;
+// Input vectors quantized at a time; each group streams once per tile.
+constexpr size_t kTile = 8;
+
+// One input vector's Q8_K activations over one chunk, plus per super-block
+// the sums over each sub-block of 32 as int16 pairs in the order the mins
+// meet them: (s0, s2), (s1, s3), (s4, s6), (s5, s7).
+struct KChunk {
+  BlockQ8_K a[kChunkSuperBlocks];
+  int32_t min_pairs[kChunkSuperBlocks][4];
+};
+
+inline int32_t PackPair(int lo, int hi) {
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                              static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
+}
+
+// x: f32 [nsb·256] → c (nsb ≤ kChunkSuperBlocks).
+inline void PrepareKChunk(const float* x, size_t nsb, KChunk* c) {
+  QuantizeRowQ8KFast(x, c->a, nsb * kSuperBlock);
+  for (size_t s = 0; s < nsb; ++s) {
+    int s32[8];  // |Σ| ≤ 32·127: int16
+    for (int j = 0; j < 8; ++j) s32[j] = c->a[s].bsums[2 * j] + c->a[s].bsums[2 * j + 1];
+    c->min_pairs[s][0] = PackPair(s32[0], s32[2]);
+    c->min_pairs[s][1] = PackPair(s32[1], s32[3]);
+    c->min_pairs[s][2] = PackPair(s32[4], s32[6]);
+    c->min_pairs[s][3] = PackPair(s32[5], s32[7]);
+  }
+}
+
+}  // namespace kq4il
+}  // namespace kvedge
+#endif  // KVEDGE_SIMD_MATVEC_KQUANT_INTERLEAVED_ONCE_
+
+HWY_BEFORE_NAMESPACE();
+namespace kvedge {
+namespace HWY_NAMESPACE {
+
+using kq4il::KChunk;
+
+HWY_INLINE int32_t LoadU32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// Software prefetch distance in bytes along the group stream. MatVec: 8 KiB
+// (the rows kernels' kPrefetchBytes); without it the one-vector kernel read
+// 16.2 GB/s from DRAM where the rows kernel read 18.3 (AVX3_DL; AVX2 13.6 vs
+// 15.4). Under load 10-15 (CPU time per 32000x2048 MatVec, il16 / rows in
+// the same run) none 1.09/0.93x, 8 KiB 0.65x, 16 KiB 0.82x on AVX3_DL; on
+// AVX2 none 2.3x, 8 KiB 0.88x, 16 KiB 0.67x: a quiet re-measure is due.
+// Batched tiles spend V× longer per line: 4 KiB ahead (as
+// matvec_interleaved.cc's).
+template <size_t V>
+constexpr size_t kPrefetchAhead = V == 1 ? 8192 : 4096;
+constexpr size_t kSuperLines = InterleavedKSuperBytes / 64;  // 36
+
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+// Prefetches the lines kAhead bytes past super-block cb + s of the
+// group's chunk span [cb, cb + nsb); near the span's end the stream
+// continues in the next group's span (matvec_interleaved.cc).
+template <size_t kAhead>
+HWY_INLINE void PrefetchAhead(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, size_t s) {
+  const size_t chunk_begin = cb * InterleavedKSuperBytes, chunk_bytes = nsb * InterleavedKSuperBytes;
+  const size_t at = s * InterleavedKSuperBytes + kAhead;
+  const char* ahead = reinterpret_cast<const char*>(group) + chunk_begin +
+                      (at < chunk_bytes ? at : group_bytes + at - chunk_bytes);
+  for (size_t l = 0; l < kSuperLines; ++l) _mm_prefetch(ahead + 64 * l, _MM_HINT_T0);
+}
+#endif
+
+#if HWY_TARGET == HWY_AVX3_DL
+constexpr size_t kTileVecs = 8;
+
+// acc += vpdpbusd(w, the 4 int8 codes at q broadcast to every lane), the
+// broadcast in the memory operand (matvec_interleaved.cc's DpbusdBroadcast).
+KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Dpbusd(__m512i acc, __m512i w, const int8_t* q) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(q)));
+  return acc;
+}
+
+// y[v·y_stride + row0 + r] (r < valid_rows) for the V vectors xc[0, V)
+// (consecutive: one base register addresses them all) over the chunk's
+// super-blocks [cb, cb + nsb) of the group at `group`; the sums continue
+// from y when cb > 0 (same order as one pass).
+template <size_t V>
+KVEDGE_ATTR_VNNI512 HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb,
+                                            const KChunk* xc, float* y, size_t y_stride, size_t row0,
+                                            size_t valid_rows) {
+  const __mmask16 mask = static_cast<__mmask16>((1u << valid_rows) - 1);
+  __m512 sum[V];
+  for (size_t v = 0; v < V; ++v) {
+    sum[v] = cb == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, y + v * y_stride + row0);
+  }
+  const __m512i k3f = _mm512_set1_epi32(0x3f3f3f3f), k0f = _mm512_set1_epi32(0x0f0f0f0f);
+  const __m512i k03 = _mm512_set1_epi32(0x03030303), nibble = _mm512_set1_epi8(15);
+  const __m512i low_bytes = _mm512_set1_epi32(0x00FF00FF), byte = _mm512_set1_epi32(0xFF);
+  constexpr long long kHighNibble = 0x1020408000000000ll;  // GF(2) affine: bit i ← bit i + 4
+  for (size_t s = 0; s < nsb; ++s) {
+    const uint8_t* sb = group + (cb + s) * InterleavedKSuperBytes;
+    PrefetchAhead<kPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
+    // ggml's scale/min unpacking (UnpackScalesMins in matvec_kquant.cc), one row per lane.
+    const __m512i u0 = _mm512_load_si512(sb + kILKScalesOffset);
+    const __m512i u1 = _mm512_load_si512(sb + kILKScalesOffset + 64);
+    const __m512i u2 = _mm512_load_si512(sb + kILKScalesOffset + 128);
+    const __m512i sc03 = _mm512_and_si512(u0, k3f);
+    const __m512i sc47 = _mm512_or_si512(_mm512_and_si512(u2, k0f),
+                                         _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), k03), 4));
+    const __m512i mn03 = _mm512_and_si512(u1, k3f);
+    const __m512i mn47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), k0f),
+                                         _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), k03), 4));
+    __m512i isum[V];
+    for (size_t v = 0; v < V; ++v) isum[v] = _mm512_setzero_si512();
+    for (size_t j = 0; j < 8; ++j) {
+      const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? sc03 : sc47, static_cast<unsigned>(8 * (j % 4))), byte);
+      __m512i w[8];
+      const uint8_t* lines = sb + kILKCodesOffset + 64 * 8 * (j / 2);
+      for (size_t i = 0; i < 8; ++i) {
+        const __m512i line = _mm512_load_si512(lines + 64 * i);
+        w[i] = (j & 1) ? _mm512_gf2p8affine_epi64_epi8(line, _mm512_set1_epi64(kHighNibble), 0)
+                       : _mm512_and_si512(line, nibble);
+      }
+      for (size_t v = 0; v < V; ++v) {
+        const int8_t* q = xc[v].a[s].qs + 32 * j;  // weights 32j…: low nibbles of 64(j/2)…, high of +32
+        __m512i acc = _mm512_setzero_si512();
+        for (size_t i = 0; i < 8; ++i) acc = Dpbusd(acc, w[i], q + 4 * i);
+        isum[v] = _mm512_add_epi32(isum[v], _mm512_mullo_epi32(acc, sc));
+      }
+    }
+    const __m512i m02 = _mm512_and_si512(mn03, low_bytes), m13 = _mm512_srli_epi16(mn03, 8);
+    const __m512i m46 = _mm512_and_si512(mn47, low_bytes), m57 = _mm512_srli_epi16(mn47, 8);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + kILKDOffset)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + kILKDminOffset)));
+    for (size_t v = 0; v < V; ++v) {
+      const int32_t* mp = xc[v].min_pairs[s];
+      __m512i m = _mm512_dpwssd_epi32(_mm512_setzero_si512(), m02, _mm512_set1_epi32(mp[0]));
+      m = _mm512_dpwssd_epi32(m, m13, _mm512_set1_epi32(mp[1]));
+      m = _mm512_dpwssd_epi32(m, m46, _mm512_set1_epi32(mp[2]));
+      m = _mm512_dpwssd_epi32(m, m57, _mm512_set1_epi32(mp[3]));
+      const float dx = xc[v].a[s].d;
+      sum[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[v]), _mm512_mul_ps(dw, _mm512_set1_ps(dx)), sum[v]);
+      sum[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, _mm512_set1_ps(-dx)), sum[v]);
+    }
+  }
+  for (size_t v = 0; v < V; ++v) _mm512_mask_storeu_ps(y + v * y_stride + row0, mask, sum[v]);
+}
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+// 8 rows per 256-bit vector: a group is two halves, rows 8h … 8h + 7 at
+// byte 32h of every line (and 16h of the f16 arrays).
+constexpr size_t kTileVecs = 4;  // 16 ymm: 8 codes + 4 sums + temps
+constexpr size_t kHalfRows = 8;
+
+// vpshufb pattern giving each int32 lane the int16 pair (b, b) of its byte b = j.
+HWY_INLINE __m256i PairPattern(int j) {
+  int32_t p[4];
+  for (int l = 0; l < 4; ++l) p[l] = (4 * l + j) | 0x80 << 8 | (4 * l + j) << 16 | static_cast<int32_t>(0x80u << 24);
+  return _mm256_setr_epi32(p[0], p[1], p[2], p[3], p[0], p[1], p[2], p[3]);
+}
+
+HWY_INLINE __m256i Load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+HWY_INLINE __m256 LoadHalves(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// As the VNNI KTile. MatVec (V = 1) takes both halves per super-block, so
+// the group streams once; MatMul tiles one half per pass.
+template <size_t V>
+HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const KChunk* xc,
+                        float* y, size_t y_stride, size_t row0, size_t valid_rows) {
+  constexpr size_t kPerPass = V == 1 ? 2 : 1;  // halves per pass
+  const __m256i k3f = _mm256_set1_epi32(0x3f3f3f3f), k0f = _mm256_set1_epi32(0x0f0f0f0f);
+  const __m256i k03 = _mm256_set1_epi32(0x03030303), nibble = _mm256_set1_epi8(15);
+  const __m256i low_bytes = _mm256_set1_epi32(0x00FF00FF);
+  for (size_t h0 = 0; h0 * kHalfRows < valid_rows; h0 += kPerPass) {
+    size_t rows[kPerPass];  // valid rows of each half in this pass (0: none)
+    __m256 sum[kPerPass][V];
+    for (size_t i = 0; i < kPerPass; ++i) {
+      const size_t first = (h0 + i) * kHalfRows;
+      rows[i] = first < valid_rows ? std::min(kHalfRows, valid_rows - first) : 0;
+      for (size_t v = 0; v < V; ++v) {
+        HWY_ALIGN float tmp[kHalfRows] = {};
+        if (cb > 0 && rows[i] > 0) std::copy(y + v * y_stride + row0 + first, y + v * y_stride + row0 + first + rows[i], tmp);
+        sum[i][v] = _mm256_load_ps(tmp);
+      }
+    }
+    for (size_t s = 0; s < nsb; ++s) {
+      const uint8_t* sb = group + (cb + s) * InterleavedKSuperBytes;
+      if (h0 == 0) PrefetchAhead<kPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
+      for (size_t i = 0; i < kPerPass; ++i) {
+        const size_t h = h0 + i, off = 32 * h;
+        const __m256i u0 = Load256(sb + kILKScalesOffset + off);
+        const __m256i u1 = Load256(sb + kILKScalesOffset + 64 + off);
+        const __m256i u2 = Load256(sb + kILKScalesOffset + 128 + off);
+        const __m256i sc03 = _mm256_and_si256(u0, k3f);
+        const __m256i sc47 = _mm256_or_si256(_mm256_and_si256(u2, k0f),
+                                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), k03), 4));
+        const __m256i mn03 = _mm256_and_si256(u1, k3f);
+        const __m256i mn47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k0f),
+                                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), k03), 4));
+        __m256i isum[V];
+        for (size_t v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256();
+        for (size_t j = 0; j < 8; ++j) {
+          const __m256i sc = _mm256_shuffle_epi8(j < 4 ? sc03 : sc47, PairPattern(static_cast<int>(j % 4)));
+          __m256i w[8];
+          const uint8_t* lines = sb + kILKCodesOffset + 64 * 8 * (j / 2) + off;
+          for (size_t k = 0; k < 8; ++k) {
+            const __m256i line = Load256(lines + 64 * k);
+            w[k] = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(line, 4) : line, nibble);
+          }
+          for (size_t v = 0; v < V; ++v) {
+            const int8_t* q = xc[v].a[s].qs + 32 * j;
+            __m256i pairs = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(LoadU32(q)));
+            for (size_t k = 1; k < 8; ++k) {
+              pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[k], _mm256_set1_epi32(LoadU32(q + 4 * k))));
+            }
+            isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(pairs, sc));
+          }
+        }
+        const __m256i m02 = _mm256_and_si256(mn03, low_bytes), m13 = _mm256_srli_epi16(mn03, 8);
+        const __m256i m46 = _mm256_and_si256(mn47, low_bytes), m57 = _mm256_srli_epi16(mn47, 8);
+        const __m256 dw = LoadHalves(sb + kILKDOffset + 16 * h);
+        const __m256 dmin = LoadHalves(sb + kILKDminOffset + 16 * h);
+        for (size_t v = 0; v < V; ++v) {
+          const int32_t* mp = xc[v].min_pairs[s];
+          __m256i m = _mm256_add_epi32(_mm256_madd_epi16(m02, _mm256_set1_epi32(mp[0])),
+                                       _mm256_madd_epi16(m13, _mm256_set1_epi32(mp[1])));
+          m = _mm256_add_epi32(m, _mm256_madd_epi16(m46, _mm256_set1_epi32(mp[2])));
+          m = _mm256_add_epi32(m, _mm256_madd_epi16(m57, _mm256_set1_epi32(mp[3])));
+          const float dx = xc[v].a[s].d;
+          sum[i][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), sum[i][v]);
+          sum[i][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, _mm256_set1_ps(-dx)), sum[i][v]);
+        }
+      }
+    }
+    for (size_t i = 0; i < kPerPass; ++i) {
+      if (rows[i] == 0) continue;
+      for (size_t v = 0; v < V; ++v) {
+        HWY_ALIGN float tmp[kHalfRows];
+        _mm256_store_ps(tmp, sum[i][v]);
+        std::copy(tmp, tmp + rows[i], y + v * y_stride + row0 + (h0 + i) * kHalfRows);
+      }
+    }
+  }
+}
+#else
+// Portable form: the integer sums row by row from the layout (the
+// reference's arithmetic), the same f32 folds.
+constexpr size_t kTileVecs = 8;
+
+template <size_t V>
+HWY_NOINLINE void KTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb, size_t nsb, const KChunk* xc,
+                        float* y, size_t y_stride, size_t row0, size_t valid_rows) {
+  for (size_t r = 0; r < valid_rows; ++r) {
+    float acc[V];
+    for (size_t v = 0; v < V; ++v) acc[v] = cb == 0 ? 0.0f : y[v * y_stride + row0 + r];
+    for (size_t s = 0; s < nsb; ++s) {
+      const uint8_t* sb = group + (cb + s) * InterleavedKSuperBytes;
+      uint16_t d, dmin;
+      std::memcpy(&d, sb + kILKDOffset + 2 * r, 2);
+      std::memcpy(&dmin, sb + kILKDminOffset + 2 * r, 2);
+      uint8_t packed[12], sc[8], mn[8];
+      for (size_t k = 0; k < 3; ++k) std::memcpy(packed + 4 * k, sb + kILKScalesOffset + 64 * k + 4 * r, 4);
+      for (int j = 0; j < 8; ++j) KScaleMin(j, packed, &sc[j], &mn[j]);
+      const float dw = HalfToFloat(d), dm = HalfToFloat(dmin);
+      for (size_t v = 0; v < V; ++v) {
+        const BlockQ8_K& a = xc[v].a[s];
+        int32_t isum = 0, msum = 0;
+        for (int j = 0; j < 8; ++j) {
+          int32_t dot = 0;
+          for (int l = 0; l < 32; ++l) {
+            // weight 32j + l: byte 32(j/2) + l of the row's qs, nibble j % 2
+            const size_t byte = 32 * (j / 2) + l;
+            const uint8_t code = sb[kILKCodesOffset + 64 * (byte / 4) + 4 * r + byte % 4];
+            dot += ((code >> (4 * (j % 2))) & 15) * a.qs[32 * j + l];
+          }
+          isum += sc[j] * dot;
+          msum += mn[j] * (a.bsums[2 * j] + a.bsums[2 * j + 1]);
+        }
+        acc[v] = std::fma(dw * a.d, static_cast<float>(isum), acc[v]);
+        acc[v] = std::fma(-(dm * a.d), static_cast<float>(msum), acc[v]);
+      }
+    }
+    for (size_t v = 0; v < V; ++v) y[v * y_stride + row0 + r] = acc[v];
+  }
+}
+#endif
+
+// Rows [row_begin, row_end) (row_begin a multiple of 16) × n input vectors;
+// Y[v][rows]. Input tiles of kq4il::kTile vectors are quantized per chunk;
+// each group's chunk span streams once per tile of up to kTileVecs.
+void KILRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
+  const size_t nsb_row = m.cols / kSuperBlock;
+  const size_t group_bytes = InterleavedGroupBytes(m.type, m.cols);
+  const uint8_t* base = static_cast<const uint8_t*>(m.data);
+  HWY_ALIGN KChunk xc[kq4il::kTile];
+  for (size_t v0 = 0; v0 < n; v0 += kq4il::kTile) {
+    const size_t nv = std::min(kq4il::kTile, n - v0);
+    for (size_t cb = 0; cb < nsb_row; cb += kq4il::kChunkSuperBlocks) {
+      const size_t nsb = std::min(kq4il::kChunkSuperBlocks, nsb_row - cb);
+      for (size_t v = 0; v < nv; ++v) kq4il::PrepareKChunk(x + (v0 + v) * m.cols + cb * kSuperBlock, nsb, xc + v);
+      for (size_t r = row_begin; r < row_end; r += kInterleaveRows) {
+        const uint8_t* group = base + (r / kInterleaveRows) * group_bytes;
+        const size_t valid = std::min(kInterleaveRows, row_end - r);
+        float* yv = y + v0 * m.rows;
+        for (size_t v = 0; v < nv;) {
+          const KChunk* xv = xc + v;
+          if (kTileVecs == 8 && nv - v >= 8) {
+            KTile<kTileVecs>(group, group_bytes, cb, nsb, xv, yv + v * m.rows, m.rows, r, valid);
+            v += 8;
+          } else if (nv - v >= 4) {
+            KTile<4>(group, group_bytes, cb, nsb, xv, yv + v * m.rows, m.rows, r, valid);
+            v += 4;
+          } else if (nv - v >= 2) {
+            KTile<2>(group, group_bytes, cb, nsb, xv, yv + v * m.rows, m.rows, r, valid);
+            v += 2;
+          } else {
+            KTile<1>(group, group_bytes, cb, nsb, xv, yv + v * m.rows, m.rows, r, valid);
+            v += 1;
+          }
+        }
+      }
+    }
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace kvedge
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvedge {
+
+HWY_EXPORT(KILRowsT);
+
+void KQuantInterleavedRows(const MatrixView& w, const float* x, size_t n, float* y, size_t row_begin,
+                           size_t row_end) {
+  if (w.type != WeightType::kQ4_K || w.layout != WeightLayout::kInterleaved16) {
+    std::fprintf(stderr, "%s:%d: %s: not an interleaved Q4_K matrix\n", __FILE__, __LINE__, WeightTypeName(w.type));
+    std::abort();
+  }
+  HWY_DYNAMIC_DISPATCH(KILRowsT)(w, x, n, y, row_begin, row_end);
+}
+
+}  // namespace kvedge
+#endif  // HWY_ONCE
