@@ -146,8 +146,12 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void Q6Tile(const uint8_t* group, size_t group_
     Q6PrefetchAhead(group, group_bytes, nsb_row, cb, nsb, s);
     __m512i isum[V];
     for (size_t v = 0; v < V; ++v) isum[v] = _mm512_setzero_si512();
+    // Unrolled: the shift counts, affine matrices and patterns are constants.
+#pragma GCC unroll 2
     for (size_t h = 0; h < 2; ++h) {
+#pragma GCC unroll 2
       for (size_t k = 0; k < 2; ++k) {
+#pragma GCC unroll 4
         for (size_t q = 0; q < 4; ++q) {
           const size_t g = 8 * h + 2 * q + k;
           const __m512i word = _mm512_load_si512(sb + kILQ6ScalesOffset + 64 * (g / 4));
@@ -232,8 +236,12 @@ HWY_NOINLINE void Q6Tile(const uint8_t* group, size_t group_bytes, size_t nsb_ro
         const size_t off = 32 * (h0 + i);
         __m256i isum[V];
         for (size_t v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256();
+        // Unrolled: the shift counts and patterns are constants.
+#pragma GCC unroll 2
         for (size_t h = 0; h < 2; ++h) {
+#pragma GCC unroll 2
           for (size_t k = 0; k < 2; ++k) {
+#pragma GCC unroll 4
             for (size_t q = 0; q < 4; ++q) {
               const size_t g = 8 * h + 2 * q + k;
               const __m256i sc = _mm256_srai_epi16(
