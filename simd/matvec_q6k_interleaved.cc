@@ -95,23 +95,29 @@ using q6il::Q6Chunk;
 constexpr size_t kQ6Lines = kILQ6SuperBytes / 64;  // 52
 
 #if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-// Prefetch distance (matvec_kquant_interleaved.cc's).
-constexpr size_t kQ6PrefetchAhead = 4096;
+// Prefetch distance: 8 KiB ahead, as the rows kernels' Q4_K/Q5_K pass
+// (4 KiB left MatVec from DRAM at a third of the rows kernel's rate).
+constexpr size_t kQ6PrefetchAhead = 8192;
 
-// Prefetches the lines kQ6PrefetchAhead bytes past super-block cb + s of the
-// group's chunk span [cb, cb + nsb); near the span's end the stream
+// Where the lines kQ6PrefetchAhead bytes past super-block cb + s of the
+// group's chunk span [cb, cb + nsb) are; near the span's end the stream
 // continues in the next group's span, whose d lines are fetched at s = 0.
-HWY_INLINE void Q6PrefetchAhead(const uint8_t* group, size_t group_bytes, size_t nsb_row, size_t cb, size_t nsb,
-                                size_t s) {
+HWY_INLINE const char* Q6Ahead(const uint8_t* group, size_t group_bytes, size_t nsb_row, size_t cb, size_t nsb,
+                               size_t s) {
   const char* g = reinterpret_cast<const char*>(group);
-  const size_t chunk_bytes = nsb * kILQ6SuperBytes, at = s * kILQ6SuperBytes + kQ6PrefetchAhead;
-  const char* ahead = g + cb * kILQ6SuperBytes + (at < chunk_bytes ? at : group_bytes + at - chunk_bytes);
-  for (size_t l = 0; l < kQ6Lines; ++l) _mm_prefetch(ahead + 64 * l, _MM_HINT_T0);
   if (s == 0) {
     const char* d = g + group_bytes + InterleavedQ6DOffset(nsb_row) + 32 * cb;
     for (size_t l = 0; l < 32 * nsb; l += 64) _mm_prefetch(d + l, _MM_HINT_T0);
     _mm_prefetch(d + 32 * nsb - 1, _MM_HINT_T0);
   }
+  const size_t chunk_bytes = nsb * kILQ6SuperBytes, at = s * kILQ6SuperBytes + kQ6PrefetchAhead;
+  return g + cb * kILQ6SuperBytes + (at < chunk_bytes ? at : group_bytes + at - chunk_bytes);
+}
+// Spread over the super-block's 16 scale groups: 4 of its 52 lines at
+// group g < 13 (a burst of 52 fills the miss buffers ahead of the loads).
+HWY_INLINE void Q6PrefetchStep(const char* ahead, size_t g) {
+  if (g * 4 >= kQ6Lines) return;
+  for (size_t l = 0; l < 4; ++l) _mm_prefetch(ahead + 64 * (4 * g + l), _MM_HINT_T0);
 }
 #endif
 
@@ -143,7 +149,7 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void Q6Tile(const uint8_t* group, size_t group_
   const uint8_t* d_array = group + InterleavedQ6DOffset(nsb_row);
   for (size_t s = 0; s < nsb; ++s) {
     const uint8_t* sb = group + (cb + s) * kILQ6SuperBytes;
-    Q6PrefetchAhead(group, group_bytes, nsb_row, cb, nsb, s);
+    const char* ahead = Q6Ahead(group, group_bytes, nsb_row, cb, nsb, s);
     __m512i isum[V];
     for (size_t v = 0; v < V; ++v) isum[v] = _mm512_setzero_si512();
     // Unrolled: the shift counts, affine matrices and patterns are constants.
@@ -154,6 +160,7 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void Q6Tile(const uint8_t* group, size_t group_
 #pragma GCC unroll 4
         for (size_t q = 0; q < 4; ++q) {
           const size_t g = 8 * h + 2 * q + k;
+          Q6PrefetchStep(ahead, 8 * h + 4 * k + q);  // the step, in loop order
           const __m512i word = _mm512_load_si512(sb + kILQ6ScalesOffset + 64 * (g / 4));
           const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(word, static_cast<unsigned>(24 - 8 * (g % 4))), 24);
           // GF(2) affine: bits 2q, 2q + 1 → bits 4, 5, the rest zero.
@@ -231,7 +238,7 @@ HWY_NOINLINE void Q6Tile(const uint8_t* group, size_t group_bytes, size_t nsb_ro
     }
     for (size_t s = 0; s < nsb; ++s) {
       const uint8_t* sb = group + (cb + s) * kILQ6SuperBytes;
-      if (h0 == 0) Q6PrefetchAhead(group, group_bytes, nsb_row, cb, nsb, s);
+      const char* ahead = h0 == 0 ? Q6Ahead(group, group_bytes, nsb_row, cb, nsb, s) : nullptr;
       for (size_t i = 0; i < kPerPass; ++i) {
         const size_t off = 32 * (h0 + i);
         __m256i isum[V];
@@ -244,6 +251,7 @@ HWY_NOINLINE void Q6Tile(const uint8_t* group, size_t group_bytes, size_t nsb_ro
 #pragma GCC unroll 4
             for (size_t q = 0; q < 4; ++q) {
               const size_t g = 8 * h + 2 * q + k;
+              if (i == 0 && ahead != nullptr) Q6PrefetchStep(ahead, 8 * h + 4 * k + q);
               const __m256i sc = _mm256_srai_epi16(
                   _mm256_shuffle_epi8(Q6Load256(sb + kILQ6ScalesOffset + 64 * (g / 4) + off),
                                       Q6PairPattern(static_cast<int>(g % 4))),
