@@ -77,6 +77,15 @@ void MappedFile::DropPages(const void* p, size_t bytes) const {
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
+void MappedFile::RetirePages(const void* p, size_t bytes) {
+  DropPages(p, bytes);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
+  // A failure (e.g. the region limit) leaves the pages readable: harmless.
+  if (end > begin) ::mprotect(reinterpret_cast<void*>(begin), end - begin, PROT_NONE);
+}
+
 void MappedFile::Reset() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
   data_ = nullptr;

@@ -30,6 +30,12 @@ class MappedFile {
   // now: they leave this process's resident set (clean file pages, re-read
   // on the next access). For ranges copied elsewhere (interleaved weights).
   void DropPages(const void* p, size_t bytes) const;
+  // DropPages, and the whole pages inside [p, p + bytes) become inaccessible
+  // (PROT_NONE) for the mapping's life: a read there faults. For ranges whose
+  // bytes are copied elsewhere and never read again. Without it the kernel
+  // maps dropped pages back when a neighbour is read (fault-around maps a
+  // window of cached pages around each fault, within the mapping's region).
+  void RetirePages(const void* p, size_t bytes);
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 

@@ -94,19 +94,26 @@ HWY_INLINE int32_t LoadU32(const void* p) {
   return v;
 }
 
-// Prefetch distance of the batched tiles (as matvec_interleaved.cc's: a
-// batch spends V× longer per line than MatVec, which is bandwidth-bound
-// without it).
-constexpr size_t kPrefetchAhead = 4096;
+// Software prefetch distance in bytes along the group stream. MatVec: 8 KiB
+// (the rows kernels' kPrefetchBytes); without it the one-vector kernel read
+// 16.2 GB/s from DRAM where the rows kernel read 18.3 (AVX3_DL; AVX2 13.6 vs
+// 15.4). Under load 10-15 (CPU time per 32000x2048 MatVec, il16 / rows in
+// the same run) none 1.09/0.93x, 8 KiB 0.65x, 16 KiB 0.82x on AVX3_DL; on
+// AVX2 none 2.3x, 8 KiB 0.88x, 16 KiB 0.67x: a quiet re-measure is due.
+// Batched tiles spend V× longer per line: 4 KiB ahead (as
+// matvec_interleaved.cc's).
+template <size_t V>
+constexpr size_t kPrefetchAhead = V == 1 ? 8192 : 4096;
 constexpr size_t kSuperLines = InterleavedKSuperBytes / 64;  // 36
 
 #if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-// Prefetches the lines kPrefetchAhead bytes past super-block cb + s of the
+// Prefetches the lines kAhead bytes past super-block cb + s of the
 // group's chunk span [cb, cb + nsb); near the span's end the stream
 // continues in the next group's span (matvec_interleaved.cc).
+template <size_t kAhead>
 HWY_INLINE void PrefetchAhead(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, size_t s) {
   const size_t chunk_begin = cb * InterleavedKSuperBytes, chunk_bytes = nsb * InterleavedKSuperBytes;
-  const size_t at = s * InterleavedKSuperBytes + kPrefetchAhead;
+  const size_t at = s * InterleavedKSuperBytes + kAhead;
   const char* ahead = reinterpret_cast<const char*>(group) + chunk_begin +
                       (at < chunk_bytes ? at : group_bytes + at - chunk_bytes);
   for (size_t l = 0; l < kSuperLines; ++l) _mm_prefetch(ahead + 64 * l, _MM_HINT_T0);
@@ -142,7 +149,7 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void KTile(const uint8_t* group, size_t group_b
   constexpr long long kHighNibble = 0x1020408000000000ll;  // GF(2) affine: bit i ← bit i + 4
   for (size_t s = 0; s < nsb; ++s) {
     const uint8_t* sb = group + (cb + s) * InterleavedKSuperBytes;
-    if constexpr (V > 1) PrefetchAhead(group, group_bytes, cb, nsb, s);
+    PrefetchAhead<kPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
     // ggml's scale/min unpacking (UnpackScalesMins in matvec_kquant.cc), one row per lane.
     const __m512i u0 = _mm512_load_si512(sb + kILKScalesOffset);
     const __m512i u1 = _mm512_load_si512(sb + kILKScalesOffset + 64);
@@ -229,9 +236,7 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, siz
     }
     for (size_t s = 0; s < nsb; ++s) {
       const uint8_t* sb = group + (cb + s) * InterleavedKSuperBytes;
-      if constexpr (V > 1) {
-        if (h0 == 0) PrefetchAhead(group, group_bytes, cb, nsb, s);
-      }
+      if (h0 == 0) PrefetchAhead<kPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
       for (size_t i = 0; i < kPerPass; ++i) {
         const size_t h = h0 + i, off = 32 * h;
         const __m256i u0 = Load256(sb + kILKScalesOffset + off);

@@ -366,8 +366,21 @@ Status InterleaveWeights(ModelWeights* w) {
       const size_t src_end = std::min(end * kInterleaveRows, m->rows) * row_bytes;
       if (w->file.data() != nullptr) w->file.DropPages(src + src_begin, src_end - src_begin);
     }
-    // Pages shared by two slices.
-    if (w->file.data() != nullptr) w->file.DropPages(src, m->rows * row_bytes);
+    // Pages shared by two slices; then the whole pages of a matrix read only
+    // through its copy are retired: decode reads the norms and the rows-layout
+    // tensors beside them, and each such fault would map a window of their
+    // cached neighbours back in (42 MB of Q4_K_M's Q4_K source pages).
+    if (w->file.data() != nullptr) {
+      const auto* embd = static_cast<const uint8_t*>(w->token_embedding.data);
+      const size_t embd_bytes = embd == nullptr ? 0 : w->token_embedding.rows * WeightRowBytes(w->token_embedding.type,
+                                                                                             w->token_embedding.cols);
+      const bool tied = embd != nullptr && src < embd + embd_bytes && embd < src + m->rows * row_bytes;
+      if (tied) {
+        w->file.DropPages(src, m->rows * row_bytes);
+      } else {
+        w->file.RetirePages(src, m->rows * row_bytes);
+      }
+    }
     *m = InterleavedView(*m, dst);
     dst += MatrixBytes(m->type, WeightLayout::kInterleaved16, m->rows, m->cols);
   }

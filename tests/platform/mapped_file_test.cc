@@ -53,6 +53,25 @@ TEST(MappedFileTest, DropPagesKeepsContents) {
   EXPECT_EQ(again, sum);
 }
 
+// Retired pages are gone for good (a read faults); the partial pages at both
+// edges stay readable with the file's bytes.
+TEST(MappedFileTest, RetirePagesKeepsTheEdges) {
+  const std::string path = testing::TempDir() + "/retire.bin";
+  constexpr size_t kBytes = 8 * 4096;
+  {
+    std::ofstream out(path, std::ios::binary);
+    for (size_t i = 0; i < kBytes; ++i) out.put(static_cast<char>(i * 131 % 251));
+  }
+  auto f = MappedFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  f->RetirePages(f->data() + 4096 + 10, 4 * 4096);  // whole pages 2, 3, 4; pages 1 and 5 partly
+  for (size_t i : {size_t{0}, size_t{4096}, size_t{2 * 4096 - 1}, size_t{5 * 4096}, kBytes - 1}) {
+    EXPECT_EQ(f->data()[i], static_cast<uint8_t>(i * 131 % 251)) << i;
+  }
+  const volatile uint8_t* retired = f->data() + 3 * 4096;
+  EXPECT_DEATH({ [[maybe_unused]] const uint8_t b = *retired; }, "");
+}
+
 TEST(MappedFileTest, MissingFile) {
   auto f = MappedFile::Open("/nonexistent/kvedge/model.gguf");
   ASSERT_FALSE(f.ok());
