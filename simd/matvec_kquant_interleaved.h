@@ -20,6 +20,11 @@ namespace kvedge {
 void KQuantInterleavedRows(const MatrixView& w, const float* x, size_t n, float* y, size_t row_begin,
                            size_t row_end);
 
+// The same for Q6_K in kInterleaved16 (matvec_q6k_interleaved.cc): per
+// (row, vector) and super-block the exact S = Σ sc·(q − 32)·q_x, folded as
+// acc = fma(dw·dx, S, acc): ref::MatVecRowsQ8K bit for bit.
+void Q6KInterleavedRows(const MatrixView& w, const float* x, size_t n, float* y, size_t row_begin, size_t row_end);
+
 }  // namespace kvedge
 
 #endif  // KVEDGE_SIMD_MATVEC_KQUANT_INTERLEAVED_H_

@@ -45,6 +45,16 @@ namespace kvedge {
 //         256 + 64v + 4r (GGUF's nibble pairs as they are: vector v's low
 //         nibbles are weights 64(v/8) + 4(v%8) + t of sub-block 2(v/8), its
 //         high nibbles the weights 32 further, of sub-block 2(v/8) + 1).
+//     Q6_K (super-blocks of 256): group g is its super-blocks' scales and
+//     codes in order, kILQ6SuperBytes (3328 = 16 × 208) each, then the d of
+//     all of them, [nsb][16 rows] f16 (so every super-block starts on a
+//     64-byte line), then 32 zero bytes when nsb is odd (a group is 64-byte
+//     lines; the only bytes kRows does not have):
+//       +0 scales: [4 words][16 rows][4 bytes], int8 scales[4k … 4k+3] of
+//         row r at 64k + 4r;
+//       +256 ql: [32][16 rows][4 bytes], ql[4v … 4v+3] of row r at
+//         256 + 64v + 4r; +2304 qh: [16][16 rows][4 bytes], qh[4u … 4u+3]
+//         at 2304 + 64u + 4r (GGUF's bits as they are).
 //     Same bytes per weight as kRows. Built by InterleaveGroups (weight_quant.h).
 enum class WeightLayout : uint8_t { kRows = 0, kInterleaved16 = 1 };
 
@@ -60,16 +70,21 @@ struct MatrixView {
   WeightLayout layout = WeightLayout::kRows;
 };
 
-// The types with a kInterleaved16 layout: the legacy 32-blocks and Q4_K.
+// The types with a kInterleaved16 layout: the legacy 32-blocks, Q4_K, Q6_K.
 inline constexpr bool IsInterleavable(WeightType t) {
   return t == WeightType::kQ8_0 || t == WeightType::kQ4_0 || t == WeightType::kQ4_1 || t == WeightType::kQ5_0 ||
-         t == WeightType::kQ5_1 || t == WeightType::kIQ4_NL || t == WeightType::kQ4_K;
+         t == WeightType::kQ5_1 || t == WeightType::kIQ4_NL || t == WeightType::kQ4_K || t == WeightType::kQ6_K;
 }
 // Q4_K's interleaved super-block of 16 rows and the offsets inside it of
 // d, dmin, the packed scales and the codes (the layout above). The
 // Interleaved*Offset functions below describe the legacy 32-blocks only.
 inline constexpr size_t InterleavedKSuperBytes = 16 * 144;
 inline constexpr size_t kILKDOffset = 0, kILKDminOffset = 32, kILKScalesOffset = 64, kILKCodesOffset = 256;
+// Q6_K's interleaved super-block of 16 rows without its d (layout above),
+// the offsets inside it, and where the d array of a group starts.
+inline constexpr size_t kILQ6SuperBytes = 16 * 208;
+inline constexpr size_t kILQ6ScalesOffset = 0, kILQ6QlOffset = 256, kILQ6QhOffset = 2304;
+inline constexpr size_t InterleavedQ6DOffset(size_t nsb) { return nsb * kILQ6SuperBytes; }
 // Q4_1/Q5_1: a per-block f16 min m (w = d·q + m) after the scales.
 inline constexpr bool InterleavedHasMin(WeightType t) { return t == WeightType::kQ4_1 || t == WeightType::kQ5_1; }
 // Q5_0/Q5_1: 64 bytes of fifth bits after a block's nibbles.

@@ -121,6 +121,13 @@ float DequantizeWeight(const MatrixView& w, size_t r, size_t c) {
     GetWeightFormat(w.type).dequantize(&block, values, kSuperBlock);
     return values[c % kSuperBlock];
   }
+  if (w.layout == WeightLayout::kInterleaved16 && w.type == WeightType::kQ6_K) {
+    BlockQ6_K block;
+    float values[kSuperBlock];
+    ReadInterleavedQ6K(w, r, c / kSuperBlock, &block);
+    GetWeightFormat(w.type).dequantize(&block, values, kSuperBlock);
+    return values[c % kSuperBlock];
+  }
   if (w.layout == WeightLayout::kInterleaved16) {
     // The block read back into GGUF bytes, decoded by the format table.
     uint8_t block[sizeof(BlockQ8_0)];  // the largest legacy block
@@ -289,8 +296,10 @@ KSums IQ4XSSums(const BlockIQ4_XS& b, const BlockQ8_K& a) {
 
 void MatVecRowsQ8K(const MatrixView& w, const float* x, float* y, size_t row_begin, size_t row_end) {
   const bool interleaved = w.layout == WeightLayout::kInterleaved16;
-  if (GetWeightFormat(w.type).kernel != WeightKernel::kInt8K || (interleaved && w.type != WeightType::kQ4_K)) {
-    std::fprintf(stderr, "%s:%d: Q8_K reference needs a Q2_K … Q6_K or IQ4_XS matrix in rows (or Q4_K interleaved)\n",
+  if (GetWeightFormat(w.type).kernel != WeightKernel::kInt8K ||
+      (interleaved && w.type != WeightType::kQ4_K && w.type != WeightType::kQ6_K)) {
+    std::fprintf(stderr,
+                 "%s:%d: Q8_K reference needs a Q2_K … Q6_K or IQ4_XS matrix in rows (or Q4_K/Q6_K interleaved)\n",
                  __FILE__, __LINE__);
     std::abort();
   }
@@ -298,12 +307,18 @@ void MatVecRowsQ8K(const MatrixView& w, const float* x, float* y, size_t row_beg
   std::vector<BlockQ8_K> a(nsb);
   QuantizeRowQ8_K(x, a.data(), w.cols);
   const size_t row_bytes = WeightRowBytes(w.type, w.cols);
-  std::vector<BlockQ4_K> read_back(interleaved ? nsb : 0);  // an interleaved row in GGUF bytes
+  std::vector<uint8_t> read_back(interleaved ? row_bytes : 0);  // an interleaved row in GGUF bytes
   for (size_t r = row_begin; r < row_end; ++r) {
     const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * row_bytes;
     if (interleaved) {
-      for (size_t s = 0; s < nsb; ++s) ReadInterleavedQ4K(w, r, s, &read_back[s]);
-      row = reinterpret_cast<const uint8_t*>(read_back.data());
+      for (size_t s = 0; s < nsb; ++s) {
+        if (w.type == WeightType::kQ6_K) {
+          ReadInterleavedQ6K(w, r, s, reinterpret_cast<BlockQ6_K*>(read_back.data()) + s);
+        } else {
+          ReadInterleavedQ4K(w, r, s, reinterpret_cast<BlockQ4_K*>(read_back.data()) + s);
+        }
+      }
+      row = read_back.data();
     }
     float acc = 0.0f;
     for (size_t s = 0; s < nsb; ++s) {

@@ -45,7 +45,41 @@ void InterleaveGroupsQ4K(const MatrixView& src, size_t group_begin, size_t group
   }
 }
 
+// InterleaveGroups for Q6_K (layout: model_kernels.h), byte for byte.
+void InterleaveGroupsQ6K(const MatrixView& src, size_t group_begin, size_t group_end, uint8_t* dst) {
+  const size_t nsb = src.cols / kSuperBlock;
+  const size_t row_bytes = WeightRowBytes(src.type, src.cols);
+  const size_t group_bytes = InterleavedGroupBytes(src.type, src.cols);
+  const uint8_t* rows = static_cast<const uint8_t*>(src.data);
+  for (size_t g = group_begin; g < group_end; ++g) {
+    uint8_t* group = dst + g * group_bytes;
+    std::fill(group, group + group_bytes, uint8_t{0});  // missing rows: d = 0, zero weights
+    for (size_t i = 0; i < kInterleaveRows && g * kInterleaveRows + i < src.rows; ++i) {
+      const auto* blocks = reinterpret_cast<const BlockQ6_K*>(rows + (g * kInterleaveRows + i) * row_bytes);
+      for (size_t s = 0; s < nsb; ++s) {
+        const BlockQ6_K& b = blocks[s];
+        uint8_t* sb = group + s * kILQ6SuperBytes;
+        std::memcpy(group + InterleavedQ6DOffset(nsb) + 32 * s + 2 * i, &b.d, 2);
+        for (size_t k = 0; k < 4; ++k) std::memcpy(sb + kILQ6ScalesOffset + 64 * k + 4 * i, b.scales + 4 * k, 4);
+        for (size_t v = 0; v < 32; ++v) std::memcpy(sb + kILQ6QlOffset + 64 * v + 4 * i, b.ql + 4 * v, 4);
+        for (size_t u = 0; u < 16; ++u) std::memcpy(sb + kILQ6QhOffset + 64 * u + 4 * i, b.qh + 4 * u, 4);
+      }
+    }
+  }
+}
+
 }  // namespace
+
+void ReadInterleavedQ6K(const MatrixView& w, size_t r, size_t s, BlockQ6_K* out) {
+  const size_t nsb = w.cols / kSuperBlock;
+  const uint8_t* group = static_cast<const uint8_t*>(w.data) + r / kInterleaveRows * InterleavedGroupBytes(w.type, w.cols);
+  const uint8_t* sb = group + s * kILQ6SuperBytes;
+  const size_t i = r % kInterleaveRows;
+  std::memcpy(&out->d, group + InterleavedQ6DOffset(nsb) + 32 * s + 2 * i, 2);
+  for (size_t k = 0; k < 4; ++k) std::memcpy(out->scales + 4 * k, sb + kILQ6ScalesOffset + 64 * k + 4 * i, 4);
+  for (size_t v = 0; v < 32; ++v) std::memcpy(out->ql + 4 * v, sb + kILQ6QlOffset + 64 * v + 4 * i, 4);
+  for (size_t u = 0; u < 16; ++u) std::memcpy(out->qh + 4 * u, sb + kILQ6QhOffset + 64 * u + 4 * i, 4);
+}
 
 void ReadInterleavedQ4K(const MatrixView& w, size_t r, size_t s, BlockQ4_K* out) {
   const uint8_t* sb = static_cast<const uint8_t*>(w.data) + r / kInterleaveRows * InterleavedGroupBytes(w.type, w.cols) +
@@ -102,6 +136,7 @@ void InterleaveGroups(const MatrixView& src, size_t group_begin, size_t group_en
     std::abort();
   }
   if (src.type == WeightType::kQ4_K) return InterleaveGroupsQ4K(src, group_begin, group_end, dst);
+  if (src.type == WeightType::kQ6_K) return InterleaveGroupsQ6K(src, group_begin, group_end, dst);
   CheckBlockMultiple(src.cols, "InterleaveGroups");
   const WeightType t = src.type;
   const bool q8 = t == WeightType::kQ8_0;

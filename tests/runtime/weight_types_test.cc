@@ -337,24 +337,28 @@ TEST(WeightTypesTest, PaddedF32ModelMatchesLlamaCppTightly) {
   EXPECT_LE(max_abs, 5e-4f);
 }
 
-// Q4_K matrices repacked at load (kInterleaved16) give the same logits as
-// the file's rows, bit for bit: both kernels are llama.cpp's integer dot
-// product exactly (ref::MatVecRowsQ8K), in MatVec and in the prefill MatMul.
+// Q4_K and Q6_K matrices repacked at load (kInterleaved16) give the same
+// logits as the file's rows, bit for bit: both kernels are llama.cpp's
+// integer dot product exactly (ref::MatVecRowsQ8K), in MatVec and in the
+// prefill MatMul. Q4_K_M files hold both types (Q6_K: output, some w2, wv).
 TEST(WeightTypesTest, Q4KMRepackedGivesTheSameLogits) {
   const std::string path = Kit("models/stories260K-pad256-Q4_K_M.gguf");
   auto rows = LoadModel(path, LoadOptions{.interleave = false});
   auto repacked = LoadModel(path, LoadOptions{.interleave = false});
   ASSERT_TRUE(rows.ok() && repacked.ok());
   ASSERT_TRUE(InterleaveWeights(repacked->get()).ok());
-  size_t q4k = 0;
+  size_t q4k = 0, q6k = 0;
+  std::vector<const MatrixView*> matrices = {&(*repacked)->output};
   for (const LayerWeights& l : (*repacked)->layers) {
-    for (const MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3, &l.w2}) {
-      if (m->type != WeightType::kQ4_K) continue;
-      EXPECT_EQ(m->layout, WeightLayout::kInterleaved16);
-      ++q4k;
-    }
+    for (const MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3, &l.w2}) matrices.push_back(m);
+  }
+  for (const MatrixView* m : matrices) {
+    if (m->type != WeightType::kQ4_K && m->type != WeightType::kQ6_K) continue;
+    EXPECT_EQ(m->layout, WeightLayout::kInterleaved16);
+    ++(m->type == WeightType::kQ4_K ? q4k : q6k);
   }
   ASSERT_GT(q4k, 0u);
+  ASSERT_GT(q6k, 0u);
   const std::vector<int> tokens = ReadTokens(Kit("logits/tokens_dev.json"));
   const std::vector<float> a = RunTokens(**rows, tokens), b = RunTokens(**repacked, tokens);
   ASSERT_EQ(a.size(), b.size());

@@ -1,4 +1,5 @@
-// Q4_K in the interleaved layout (kInterleaved16, matvec_kquant_interleaved.cc):
+// Q4_K and Q6_K in the interleaved layout (kInterleaved16,
+// matvec_kquant_interleaved.cc, matvec_q6k_interleaved.cc):
 // the layout round trip, and per compiled Highway target (the fixture
 // restricts dispatch to that target) MatVec against llama.cpp's integer dot
 // product (ref::MatVecRowsQ8K on the GGUF rows, bit for bit), MatMul and
@@ -32,6 +33,15 @@
 namespace kvedge {
 namespace {
 
+// The K-quants with an interleaved layout.
+const WeightType kILKTypes[] = {WeightType::kQ4_K, WeightType::kQ6_K};
+
+// Super-block s of row r of an interleaved matrix in GGUF bytes.
+void ReadBack(const MatrixView& w, size_t r, size_t s, uint8_t* out) {
+  if (w.type == WeightType::kQ6_K) return ReadInterleavedQ6K(w, r, s, reinterpret_cast<BlockQ6_K*>(out));
+  ReadInterleavedQ4K(w, r, s, reinterpret_cast<BlockQ4_K*>(out));
+}
+
 // An interleaved copy of a kRows matrix, owning its 64-byte aligned bytes.
 struct InterleavedMatrix {
   std::vector<uint64_t> storage;
@@ -62,31 +72,34 @@ std::vector<float> RandomVector(size_t n, std::mt19937& rng) {
 
 // Lossless: every super-block reads back to its GGUF bytes, every weight
 // dequantizes the same, padded rows are zero weights; the sizes are the
-// layout's (16 rows' GGUF bytes per group, 64-byte multiples).
+// layout's (16 rows' GGUF bytes per group, Q6_K padded to 64-byte lines
+// when a row has an odd number of super-blocks).
 TEST(KQuantInterleavedLayoutTest, RoundTrip) {
   std::mt19937 rng(71);
-  EXPECT_TRUE(IsInterleavable(WeightType::kQ4_K));
-  for (size_t rows : {1u, 16u, 17u, 40u}) {
-    for (size_t cols : {256u, 768u, 4096u + 256u}) {
-      const TestMatrix m = RandomMatrix(WeightType::kQ4_K, rows, cols, rng);
-      const InterleavedMatrix il = Interleave(m.view);
-      const size_t groups = (rows + 15) / 16, nsb = cols / kSuperBlock;
-      EXPECT_EQ(InterleavedGroupBytes(WeightType::kQ4_K, cols), 16 * WeightRowBytes(WeightType::kQ4_K, cols));
-      EXPECT_EQ(InterleavedGroupBytes(WeightType::kQ4_K, cols) % 64, 0u);
-      EXPECT_EQ(MatrixBytes(WeightType::kQ4_K, WeightLayout::kInterleaved16, rows, cols),
-                groups * InterleavedGroupBytes(WeightType::kQ4_K, cols));
-      const auto* blocks = reinterpret_cast<const BlockQ4_K*>(m.bytes.data());
-      for (size_t r = 0; r < groups * 16; ++r) {
-        for (size_t s = 0; s < nsb; ++s) {
-          BlockQ4_K back;
-          ReadInterleavedQ4K(il.view, r, s, &back);
-          BlockQ4_K want{};
-          if (r < rows) want = blocks[r * nsb + s];
-          ASSERT_EQ(std::memcmp(&back, &want, sizeof(back)), 0) << rows << "x" << cols << " r=" << r << " s=" << s;
-        }
-        for (size_t c = 0; c < cols; c += 37) {
-          const float want = r < rows ? ref::DequantizeWeight(m.view, r, c) : 0.0f;
-          ASSERT_EQ(ref::DequantizeWeight(il.view, r, c), want) << rows << "x" << cols << " r=" << r << " c=" << c;
+  for (WeightType t : kILKTypes) {
+    EXPECT_TRUE(IsInterleavable(t));
+    for (size_t rows : {1u, 16u, 17u, 40u}) {
+      for (size_t cols : {256u, 768u, 4096u + 256u, 4096u + 512u}) {
+        const TestMatrix m = RandomMatrix(t, rows, cols, rng);
+        const InterleavedMatrix il = Interleave(m.view);
+        const size_t groups = (rows + 15) / 16, nsb = cols / kSuperBlock;
+        const size_t block_bytes = WeightRowBytes(t, kSuperBlock);
+        const size_t pad = t == WeightType::kQ6_K && nsb % 2 == 1 ? 32 : 0;
+        EXPECT_EQ(InterleavedGroupBytes(t, cols), 16 * WeightRowBytes(t, cols) + pad);
+        EXPECT_EQ(InterleavedGroupBytes(t, cols) % 64, 0u);
+        EXPECT_EQ(MatrixBytes(t, WeightLayout::kInterleaved16, rows, cols), groups * InterleavedGroupBytes(t, cols));
+        for (size_t r = 0; r < groups * 16; ++r) {
+          for (size_t s = 0; s < nsb; ++s) {
+            std::vector<uint8_t> back(block_bytes), want(block_bytes, 0);
+            ReadBack(il.view, r, s, back.data());
+            if (r < rows) std::memcpy(want.data(), m.bytes.data() + (r * nsb + s) * block_bytes, block_bytes);
+            ASSERT_EQ(back, want) << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r << " s=" << s;
+          }
+          for (size_t c = 0; c < cols; c += 37) {
+            const float want = r < rows ? ref::DequantizeWeight(m.view, r, c) : 0.0f;
+            ASSERT_EQ(ref::DequantizeWeight(il.view, r, c), want)
+                << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r << " c=" << c;
+          }
         }
       }
     }
@@ -108,49 +121,60 @@ const size_t kCols[] = {256, 3 * 256, 4096 + 256, 16384 + 512};
 // MatVec on the interleaved copy == the Q8_K reference on the GGUF rows ==
 // the reference reading the interleaved copy, bit for bit; rows that fill
 // groups and rows that leave the last group partial.
-void TestInterleavedQ4KEqualsQ8KReference() {
+void TestInterleavedKEqualsQ8KReference() {
   std::mt19937 rng(73);
-  for (size_t cols : kCols) {
-    for (size_t rows : {1u, 3u, 16u, 17u, 40u}) {
-      const TestMatrix m = RandomMatrix(WeightType::kQ4_K, rows, cols, rng);
-      const InterleavedMatrix il = Interleave(m.view);
-      const std::vector<float> x = RandomVector(cols, rng);
-      std::vector<float> y(rows), want(rows), back(rows);
-      MatVec(il.view, x.data(), y.data(), nullptr);
-      ref::MatVecRowsQ8K(m.view, x.data(), want.data(), 0, rows);
-      ref::MatVecRowsQ8K(il.view, x.data(), back.data(), 0, rows);
-      for (size_t r = 0; r < rows; ++r) {
-        ASSERT_EQ(y[r], want[r]) << rows << "x" << cols << " r=" << r;
-        ASSERT_EQ(back[r], want[r]) << rows << "x" << cols << " r=" << r;
+  for (WeightType t : kILKTypes) {
+    for (size_t cols : kCols) {
+      for (size_t rows : {1u, 3u, 16u, 17u, 40u}) {
+        const TestMatrix m = RandomMatrix(t, rows, cols, rng);
+        const InterleavedMatrix il = Interleave(m.view);
+        const std::vector<float> x = RandomVector(cols, rng);
+        std::vector<float> y(rows), want(rows), back(rows);
+        MatVec(il.view, x.data(), y.data(), nullptr);
+        ref::MatVecRowsQ8K(m.view, x.data(), want.data(), 0, rows);
+        ref::MatVecRowsQ8K(il.view, x.data(), back.data(), 0, rows);
+        for (size_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(y[r], want[r]) << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r;
+          ASSERT_EQ(back[r], want[r]) << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r;
+        }
       }
     }
   }
 }
 
-// Extreme blocks: every code byte 0x00, 0xFF, 0xAA or 0x55 (largest codes,
-// scales and mins at once) against activations whose codes are all ±127
-// (one sign, alternating, by halves of 32): the largest int16 pair sums of
-// the AVX2 path and the largest S and M; bit for bit.
-void TestInterleavedQ4KExtremeBlocks() {
+// Extreme blocks: every byte but d (and Q4_K's dmin) 0x00, 0xFF, 0xAA, 0x55
+// or 0x80 (largest codes, scales and mins at once; Q6_K's scales −1, −86,
+// 85, −128) against activations whose codes are all ±127/128 (one sign,
+// alternating, by halves of 32): the largest int16 pair sums of the AVX2
+// paths and the largest S and M; bit for bit.
+void TestInterleavedKExtremeBlocks() {
   std::mt19937 rng(79);
   const size_t cols = 2 * kSuperBlock, rows = 19;
-  for (uint8_t fill : {uint8_t{0x00}, uint8_t{0xFF}, uint8_t{0xAA}, uint8_t{0x55}}) {
-    TestMatrix m = RandomMatrix(WeightType::kQ4_K, rows, cols, rng);
-    for (size_t off = 0; off < m.bytes.size(); off += sizeof(BlockQ4_K)) {
-      std::fill(m.bytes.begin() + off + 4, m.bytes.begin() + off + sizeof(BlockQ4_K), fill);  // keep d, dmin
-    }
-    const InterleavedMatrix il = Interleave(m.view);
-    for (int pattern = 0; pattern < 3; ++pattern) {
-      std::vector<float> x(cols);
-      for (size_t i = 0; i < cols; ++i) {
-        const float sign = pattern == 0 ? 1.0f : pattern == 1 ? (i % 2 == 0 ? 1.0f : -1.0f) : (i % 64 < 32 ? -1.0f : 1.0f);
-        x[i] = 3.0f * sign;
+  for (WeightType t : kILKTypes) {
+    const size_t block_bytes = WeightRowBytes(t, kSuperBlock);
+    // The bytes after Q4_K's d and dmin; before Q6_K's d.
+    const size_t fill_begin = t == WeightType::kQ4_K ? 4 : 0;
+    const size_t fill_end = t == WeightType::kQ4_K ? block_bytes : block_bytes - 2;
+    for (uint8_t fill : {uint8_t{0x00}, uint8_t{0xFF}, uint8_t{0xAA}, uint8_t{0x55}, uint8_t{0x80}}) {
+      TestMatrix m = RandomMatrix(t, rows, cols, rng);
+      for (size_t off = 0; off < m.bytes.size(); off += block_bytes) {
+        std::fill(m.bytes.begin() + off + fill_begin, m.bytes.begin() + off + fill_end, fill);
       }
-      std::vector<float> y(rows), want(rows);
-      MatVec(il.view, x.data(), y.data(), nullptr);
-      ref::MatVecRowsQ8K(m.view, x.data(), want.data(), 0, rows);
-      for (size_t r = 0; r < rows; ++r) {
-        ASSERT_EQ(y[r], want[r]) << "fill=" << int{fill} << " pattern=" << pattern << " r=" << r;
+      const InterleavedMatrix il = Interleave(m.view);
+      for (int pattern = 0; pattern < 3; ++pattern) {
+        std::vector<float> x(cols);
+        for (size_t i = 0; i < cols; ++i) {
+          const float sign =
+              pattern == 0 ? 1.0f : pattern == 1 ? (i % 2 == 0 ? 1.0f : -1.0f) : (i % 64 < 32 ? -1.0f : 1.0f);
+          x[i] = 3.0f * sign;
+        }
+        std::vector<float> y(rows), want(rows);
+        MatVec(il.view, x.data(), y.data(), nullptr);
+        ref::MatVecRowsQ8K(m.view, x.data(), want.data(), 0, rows);
+        for (size_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(y[r], want[r]) << WeightTypeName(t) << " fill=" << int{fill} << " pattern=" << pattern
+                                   << " r=" << r;
+        }
       }
     }
   }
@@ -159,42 +183,49 @@ void TestInterleavedQ4KExtremeBlocks() {
 // MatMul (tiles of 8, 4, 2, 1 vectors and their tails) and multi-threaded
 // MatVec equal single-threaded MatVec bit for bit on both layouts, and the
 // interleaved results equal the rows' ones.
-void TestInterleavedQ4KMatMulAndThreads() {
+void TestInterleavedKMatMulAndThreads() {
   std::mt19937 rng(83);
   std::unique_ptr<ThreadArena> arena = ThreadArena::Create(3).value();
-  for (size_t cols : {size_t{512}, size_t{4096 + 512}}) {
-    for (size_t rows : {size_t{37}, size_t{64}}) {
-      const TestMatrix m = RandomMatrix(WeightType::kQ4_K, rows, cols, rng);
-      const InterleavedMatrix il = Interleave(m.view);
-      for (size_t n : {1u, 2u, 3u, 4u, 5u, 8u, 9u, 15u}) {
-        const std::vector<float> x = RandomVector(n * cols, rng);  // [n][cols]
-        ASSERT_NO_FATAL_FAILURE(ExpectMatMulEqualsMatVec(m.view, x, n, arena.get()));
-        ASSERT_NO_FATAL_FAILURE(ExpectMatMulEqualsMatVec(il.view, x, n, arena.get()));
-        std::vector<float> y_rows(n * rows), y_il(n * rows);
-        MatMul(m.view, x.data(), n, y_rows.data(), nullptr);
-        MatMul(il.view, x.data(), n, y_il.data(), arena.get());
-        for (size_t i = 0; i < n * rows; ++i) ASSERT_EQ(y_il[i], y_rows[i]) << "n=" << n << " i=" << i;
+  for (WeightType t : kILKTypes) {
+    for (size_t cols : {size_t{512}, size_t{4096 + 768}}) {
+      for (size_t rows : {size_t{37}, size_t{64}}) {
+        const TestMatrix m = RandomMatrix(t, rows, cols, rng);
+        const InterleavedMatrix il = Interleave(m.view);
+        for (size_t n : {1u, 2u, 3u, 4u, 5u, 8u, 9u, 15u}) {
+          const std::vector<float> x = RandomVector(n * cols, rng);  // [n][cols]
+          ASSERT_NO_FATAL_FAILURE(ExpectMatMulEqualsMatVec(m.view, x, n, arena.get()));
+          ASSERT_NO_FATAL_FAILURE(ExpectMatMulEqualsMatVec(il.view, x, n, arena.get()));
+          std::vector<float> y_rows(n * rows), y_il(n * rows);
+          MatMul(m.view, x.data(), n, y_rows.data(), nullptr);
+          MatMul(il.view, x.data(), n, y_il.data(), arena.get());
+          for (size_t i = 0; i < n * rows; ++i) {
+            ASSERT_EQ(y_il[i], y_rows[i]) << WeightTypeName(t) << " n=" << n << " i=" << i;
+          }
+        }
       }
     }
   }
 }
 
 // Row ranges of whole groups (the last one partial) write those rows only.
-void TestInterleavedQ4KRowRanges() {
+void TestInterleavedKRowRanges() {
   std::mt19937 rng(89);
   const size_t rows = 40, cols = 512;
-  const TestMatrix m = RandomMatrix(WeightType::kQ4_K, rows, cols, rng);
-  const InterleavedMatrix il = Interleave(m.view);
-  const std::vector<float> x = RandomVector(cols, rng);
-  std::vector<float> want(rows);
-  ref::MatVecRowsQ8K(m.view, x.data(), want.data(), 0, rows);
-  for (size_t begin = 0; begin < rows; begin += 16) {
-    for (size_t end : {begin + 16, rows}) {
-      if (end > rows || end <= begin) continue;
-      std::vector<float> y(rows, -7.0f);
-      MatVecRows(il.view, x.data(), y.data(), begin, end);
-      for (size_t r = 0; r < rows; ++r) {
-        ASSERT_EQ(y[r], r >= begin && r < end ? want[r] : -7.0f) << "[" << begin << ", " << end << ") r=" << r;
+  for (WeightType t : kILKTypes) {
+    const TestMatrix m = RandomMatrix(t, rows, cols, rng);
+    const InterleavedMatrix il = Interleave(m.view);
+    const std::vector<float> x = RandomVector(cols, rng);
+    std::vector<float> want(rows);
+    ref::MatVecRowsQ8K(m.view, x.data(), want.data(), 0, rows);
+    for (size_t begin = 0; begin < rows; begin += 16) {
+      for (size_t end : {begin + 16, rows}) {
+        if (end > rows || end <= begin) continue;
+        std::vector<float> y(rows, -7.0f);
+        MatVecRows(il.view, x.data(), y.data(), begin, end);
+        for (size_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(y[r], r >= begin && r < end ? want[r] : -7.0f)
+              << WeightTypeName(t) << " [" << begin << ", " << end << ") r=" << r;
+        }
       }
     }
   }
@@ -209,10 +240,10 @@ HWY_AFTER_NAMESPACE();
 namespace kvedge {
 
 HWY_BEFORE_TEST(KQuantInterleavedTest);
-HWY_EXPORT_AND_TEST_P(KQuantInterleavedTest, TestInterleavedQ4KEqualsQ8KReference);
-HWY_EXPORT_AND_TEST_P(KQuantInterleavedTest, TestInterleavedQ4KExtremeBlocks);
-HWY_EXPORT_AND_TEST_P(KQuantInterleavedTest, TestInterleavedQ4KMatMulAndThreads);
-HWY_EXPORT_AND_TEST_P(KQuantInterleavedTest, TestInterleavedQ4KRowRanges);
+HWY_EXPORT_AND_TEST_P(KQuantInterleavedTest, TestInterleavedKEqualsQ8KReference);
+HWY_EXPORT_AND_TEST_P(KQuantInterleavedTest, TestInterleavedKExtremeBlocks);
+HWY_EXPORT_AND_TEST_P(KQuantInterleavedTest, TestInterleavedKMatMulAndThreads);
+HWY_EXPORT_AND_TEST_P(KQuantInterleavedTest, TestInterleavedKRowRanges);
 
 }  // namespace kvedge
 #endif  // HWY_ONCE

@@ -1,0 +1,410 @@
+// Q6_K products in the interleaved layout (WeightLayout::kInterleaved16,
+// model_kernels.h), compiled once per Highway target, on Q8_K activations
+// (QuantizeRowQ8KFast, matvec_kquant.h); matvec_kquant_interleaved.cc's
+// scheme for Q4_K, with Q6_K's codes.
+//
+// One row per int32 lane: a 64-byte line holds 4 ql bytes (or 4 qh bytes)
+// of each of 16 rows. Weight 128h + 32q + 16k + 4t + b (h, k < 2; q < 4;
+// t < 4) of a row is nibble q/2 of its ql byte 64h + 32(q%2) + 16k + 4t + b
+// with bits 2q, 2q + 1 of its qh byte 32h + 16k + 4t + b on top, and scale
+// g = 8h + 2q + k covers the 16 weights of (h, q, k): 4 ql lines and 4 qh
+// lines give the 16 rows' unsigned codes 0…63 of group g, which meet the
+// broadcast activation codes:
+//   AVX3_DL: 4 vpdpbusd from −32·bsum_g (so the dot is Σ (q − 32)·q_x),
+//     times the row's sign-extended scale (vpmulld), added to S;
+//   AVX2 (and AVX3 without VNNI, on 256-bit vectors): 4 vpmaddubsw summed
+//     in int16 by twos (pairs ≤ 2·63·128, 2 of them ≤ 32256), two vpmaddwd
+//     against the (scale, scale) int16 pairs add sc·Σ q·q_x to S, and per
+//     super-block 8 vpmaddwd of the rows' scales against the activations'
+//     bsums subtract 32·Σ_g sc_g·bsum_g;
+//   the other targets: the same integer sums, row by row (scalar; those
+//     targets keep GGUF's rows: InterleavedWeightsPreferred is false).
+// S is exact int32 (wrapping on the way is harmless: the result fits),
+// folded per super-block as ref::MatVecRowsQ8K does, acc = fma(dw·dx, S,
+// acc), so MatVec, every MatMul tile and the reference agree bit for bit.
+#include "platform/hwy_target_policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "simd/half_inline.h"
+#include "simd/matvec_kquant.h"
+#include "simd/matvec_kquant_interleaved.h"
+#include "simd/model_kernels.h"
+#include "simd/weight_format.h"
+#include "simd/x86_vnni.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "simd/matvec_q6k_interleaved.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+#ifndef KVEDGE_SIMD_MATVEC_Q6K_INTERLEAVED_ONCE_
+#define KVEDGE_SIMD_MATVEC_Q6K_INTERLEAVED_ONCE_
+namespace kvedge {
+namespace q6il {
+
+// Activations are quantized per chunk of this many super-blocks (4096
+// columns) and input vector: 6.1 KiB each on the stack.
+constexpr size_t kChunkSuperBlocks = 16;
+// Input vectors quantized at a time; each group streams once per tile.
+constexpr size_t kTile = 8;
+
+// One input vector's Q8_K activations over one chunk, plus per super-block
+// −32·bsums[g] (the AVX3_DL dot's start) and the bsums as int16 pairs in
+// the order the scales meet them: (b4k, b4k+2), (b4k+1, b4k+3) for k < 4.
+struct Q6Chunk {
+  BlockQ8_K a[kChunkSuperBlocks];
+  int32_t bias[kChunkSuperBlocks][16];
+  int32_t bsum_pairs[kChunkSuperBlocks][8];
+};
+
+inline int32_t PackPair(int lo, int hi) {
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                              static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
+}
+
+// x: f32 [nsb·256] → c (nsb ≤ kChunkSuperBlocks).
+inline void PrepareQ6Chunk(const float* x, size_t nsb, Q6Chunk* c) {
+  QuantizeRowQ8KFast(x, c->a, nsb * kSuperBlock);
+  for (size_t s = 0; s < nsb; ++s) {
+    const int16_t* b = c->a[s].bsums;  // |b| ≤ 16·128
+    for (int g = 0; g < 16; ++g) c->bias[s][g] = -32 * b[g];
+    for (int k = 0; k < 4; ++k) {
+      c->bsum_pairs[s][2 * k] = PackPair(b[4 * k], b[4 * k + 2]);
+      c->bsum_pairs[s][2 * k + 1] = PackPair(b[4 * k + 1], b[4 * k + 3]);
+    }
+  }
+}
+
+}  // namespace q6il
+}  // namespace kvedge
+#endif  // KVEDGE_SIMD_MATVEC_Q6K_INTERLEAVED_ONCE_
+
+HWY_BEFORE_NAMESPACE();
+namespace kvedge {
+namespace HWY_NAMESPACE {
+
+using q6il::Q6Chunk;
+
+constexpr size_t kQ6Lines = kILQ6SuperBytes / 64;  // 52
+
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+// Prefetch distance: 8 KiB ahead, as the rows kernels' Q4_K/Q5_K pass
+// (4 KiB left MatVec from DRAM at a third of the rows kernel's rate).
+constexpr size_t kQ6PrefetchAhead = 8192;
+
+// Where the lines kQ6PrefetchAhead bytes past super-block cb + s of the
+// group's chunk span [cb, cb + nsb) are; near the span's end the stream
+// continues in the next group's span, whose d lines are fetched at s = 0.
+HWY_INLINE const char* Q6Ahead(const uint8_t* group, size_t group_bytes, size_t nsb_row, size_t cb, size_t nsb,
+                               size_t s) {
+  const char* g = reinterpret_cast<const char*>(group);
+  if (s == 0) {
+    const char* d = g + group_bytes + InterleavedQ6DOffset(nsb_row) + 32 * cb;
+    for (size_t l = 0; l < 32 * nsb; l += 64) _mm_prefetch(d + l, _MM_HINT_T0);
+    _mm_prefetch(d + 32 * nsb - 1, _MM_HINT_T0);
+  }
+  const size_t chunk_bytes = nsb * kILQ6SuperBytes, at = s * kILQ6SuperBytes + kQ6PrefetchAhead;
+  return g + cb * kILQ6SuperBytes + (at < chunk_bytes ? at : group_bytes + at - chunk_bytes);
+}
+// Spread over the super-block's 16 scale groups: 4 of its 52 lines at
+// group g < 13 (a burst of 52 fills the miss buffers ahead of the loads).
+HWY_INLINE void Q6PrefetchStep(const char* ahead, size_t g) {
+  if (g * 4 >= kQ6Lines) return;
+  for (size_t l = 0; l < 4; ++l) _mm_prefetch(ahead + 64 * (4 * g + l), _MM_HINT_T0);
+}
+#endif
+
+#if HWY_TARGET == HWY_AVX3_DL
+constexpr size_t kQ6TileVecs = 8;
+
+// acc += vpdpbusd(w, the 4 int8 codes at q broadcast to every lane), the
+// broadcast in the memory operand.
+KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Q6Dpbusd(__m512i acc, __m512i w, const int8_t* q) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(q)));
+  return acc;
+}
+
+// y[v·y_stride + row0 + r] (r < valid_rows) for the V vectors xc[0, V) over
+// the chunk's super-blocks [cb, cb + nsb) of the group at `group` (nsb_row
+// super-blocks a row); the sums continue from y when cb > 0 (same order as
+// one pass).
+template <size_t V>
+KVEDGE_ATTR_VNNI512 HWY_NOINLINE void Q6Tile(const uint8_t* group, size_t group_bytes, size_t nsb_row, size_t cb,
+                                             size_t nsb, const Q6Chunk* xc, float* y, size_t y_stride, size_t row0,
+                                             size_t valid_rows) {
+  const __mmask16 mask = static_cast<__mmask16>((1u << valid_rows) - 1);
+  __m512 sum[V];
+  for (size_t v = 0; v < V; ++v) {
+    sum[v] = cb == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, y + v * y_stride + row0);
+  }
+  const __m512i nibble = _mm512_set1_epi8(15);
+  constexpr long long kHighNibble = 0x1020408000000000ll;  // GF(2) affine: bit i ← bit i + 4 (i < 4)
+  const uint8_t* d_array = group + InterleavedQ6DOffset(nsb_row);
+  for (size_t s = 0; s < nsb; ++s) {
+    const uint8_t* sb = group + (cb + s) * kILQ6SuperBytes;
+    const char* ahead = Q6Ahead(group, group_bytes, nsb_row, cb, nsb, s);
+    __m512i isum[V];
+    for (size_t v = 0; v < V; ++v) isum[v] = _mm512_setzero_si512();
+    // Unrolled: the shift counts, affine matrices and patterns are constants.
+#pragma GCC unroll 2
+    for (size_t h = 0; h < 2; ++h) {
+#pragma GCC unroll 2
+      for (size_t k = 0; k < 2; ++k) {
+#pragma GCC unroll 4
+        for (size_t q = 0; q < 4; ++q) {
+          const size_t g = 8 * h + 2 * q + k;
+          Q6PrefetchStep(ahead, 8 * h + 4 * k + q);  // the step, in loop order
+          const __m512i word = _mm512_load_si512(sb + kILQ6ScalesOffset + 64 * (g / 4));
+          const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(word, static_cast<unsigned>(24 - 8 * (g % 4))), 24);
+          // GF(2) affine: bits 2q, 2q + 1 → bits 4, 5, the rest zero.
+          const long long high_bits = static_cast<long long>((1ull << (2 * q)) << 24 | (1ull << (2 * q + 1)) << 16);
+          __m512i w[4];
+          for (size_t t = 0; t < 4; ++t) {
+            const __m512i ql = _mm512_load_si512(sb + kILQ6QlOffset + 64 * (16 * h + 8 * (q % 2) + 4 * k + t));
+            const __m512i qh = _mm512_load_si512(sb + kILQ6QhOffset + 64 * (8 * h + 4 * k + t));
+            const __m512i lo = q < 2 ? ql : _mm512_gf2p8affine_epi64_epi8(ql, _mm512_set1_epi64(kHighNibble), 0);
+            const __m512i hi = _mm512_gf2p8affine_epi64_epi8(qh, _mm512_set1_epi64(high_bits), 0);
+            w[t] = _mm512_ternarylogic_epi32(lo, hi, nibble, 0xEC);  // (lo & 15) | hi
+          }
+          for (size_t v = 0; v < V; ++v) {
+            const int8_t* x8 = xc[v].a[s].qs + 128 * h + 32 * q + 16 * k;
+            __m512i acc = _mm512_set1_epi32(xc[v].bias[s][g]);
+            for (size_t t = 0; t < 4; ++t) acc = Q6Dpbusd(acc, w[t], x8 + 4 * t);
+            isum[v] = _mm512_add_epi32(isum[v], _mm512_mullo_epi32(acc, sc));
+          }
+        }
+      }
+    }
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d_array + 32 * (cb + s))));
+    for (size_t v = 0; v < V; ++v) {
+      const float dx = xc[v].a[s].d;
+      sum[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[v]), _mm512_mul_ps(dw, _mm512_set1_ps(dx)), sum[v]);
+    }
+  }
+  for (size_t v = 0; v < V; ++v) _mm512_mask_storeu_ps(y + v * y_stride + row0, mask, sum[v]);
+}
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+// 8 rows per 256-bit vector: a group is two halves, rows 8h … 8h + 7 at
+// byte 32h of every line (and 16h of the f16 d array).
+constexpr size_t kQ6TileVecs = 4;
+constexpr size_t kQ6HalfRows = 8;
+
+// vpshufb pattern putting byte j of each int32 lane into the high byte of
+// both its int16 halves (then srai 8: the int16 pair (b, b) sign-extended).
+HWY_INLINE __m256i Q6PairPattern(int j) {
+  int32_t p[4];
+  for (int l = 0; l < 4; ++l) {
+    p[l] = 0x80 | (4 * l + j) << 8 | 0x80 << 16 | static_cast<int32_t>(static_cast<uint32_t>(4 * l + j) << 24);
+  }
+  return _mm256_setr_epi32(p[0], p[1], p[2], p[3], p[0], p[1], p[2], p[3]);
+}
+
+HWY_INLINE __m256i Q6Load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+HWY_INLINE __m256i Q6Broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return _mm256_set1_epi32(v);
+}
+
+// As the VNNI Q6Tile. MatVec (V = 1) takes both halves per super-block, so
+// the group streams once; MatMul tiles one half per pass.
+template <size_t V>
+HWY_NOINLINE void Q6Tile(const uint8_t* group, size_t group_bytes, size_t nsb_row, size_t cb, size_t nsb,
+                         const Q6Chunk* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
+  constexpr size_t kPerPass = V == 1 ? 2 : 1;  // halves per pass
+  const __m256i nibble = _mm256_set1_epi8(15), high = _mm256_set1_epi8(0x30);
+  const uint8_t* d_array = group + InterleavedQ6DOffset(nsb_row);
+  for (size_t h0 = 0; h0 * kQ6HalfRows < valid_rows; h0 += kPerPass) {
+    size_t rows[kPerPass];  // valid rows of each half in this pass (0: none)
+    __m256 sum[kPerPass][V];
+    for (size_t i = 0; i < kPerPass; ++i) {
+      const size_t first = (h0 + i) * kQ6HalfRows;
+      rows[i] = first < valid_rows ? std::min(kQ6HalfRows, valid_rows - first) : 0;
+      for (size_t v = 0; v < V; ++v) {
+        HWY_ALIGN float tmp[kQ6HalfRows] = {};
+        if (cb > 0 && rows[i] > 0) {
+          std::copy(y + v * y_stride + row0 + first, y + v * y_stride + row0 + first + rows[i], tmp);
+        }
+        sum[i][v] = _mm256_load_ps(tmp);
+      }
+    }
+    for (size_t s = 0; s < nsb; ++s) {
+      const uint8_t* sb = group + (cb + s) * kILQ6SuperBytes;
+      const char* ahead = h0 == 0 ? Q6Ahead(group, group_bytes, nsb_row, cb, nsb, s) : nullptr;
+      for (size_t i = 0; i < kPerPass; ++i) {
+        const size_t off = 32 * (h0 + i);
+        __m256i isum[V];
+        for (size_t v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256();
+        // Unrolled: the shift counts and patterns are constants.
+#pragma GCC unroll 2
+        for (size_t h = 0; h < 2; ++h) {
+#pragma GCC unroll 2
+          for (size_t k = 0; k < 2; ++k) {
+#pragma GCC unroll 4
+            for (size_t q = 0; q < 4; ++q) {
+              const size_t g = 8 * h + 2 * q + k;
+              if (i == 0 && ahead != nullptr) Q6PrefetchStep(ahead, 8 * h + 4 * k + q);
+              const __m256i sc = _mm256_srai_epi16(
+                  _mm256_shuffle_epi8(Q6Load256(sb + kILQ6ScalesOffset + 64 * (g / 4) + off),
+                                      Q6PairPattern(static_cast<int>(g % 4))),
+                  8);
+              __m256i w[4];
+              for (size_t t = 0; t < 4; ++t) {
+                const __m256i ql = Q6Load256(sb + kILQ6QlOffset + 64 * (16 * h + 8 * (q % 2) + 4 * k + t) + off);
+                const __m256i qh = Q6Load256(sb + kILQ6QhOffset + 64 * (8 * h + 4 * k + t) + off);
+                const __m256i lo = _mm256_and_si256(q < 2 ? ql : _mm256_srli_epi16(ql, 4), nibble);
+                // bits 2q, 2q + 1 of each byte to bits 4, 5 (16-bit shifts: what
+                // crosses a byte boundary is masked off).
+                const __m256i hi = q == 3 ? _mm256_srli_epi16(qh, 2)
+                                          : _mm256_slli_epi16(qh, static_cast<int>(4 - 2 * q));
+                w[t] = _mm256_or_si256(lo, _mm256_and_si256(hi, high));
+              }
+              for (size_t v = 0; v < V; ++v) {
+                const int8_t* x8 = xc[v].a[s].qs + 128 * h + 32 * q + 16 * k;
+                const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], Q6Broadcast4(x8)),
+                                                    _mm256_maddubs_epi16(w[1], Q6Broadcast4(x8 + 4)));
+                const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(w[2], Q6Broadcast4(x8 + 8)),
+                                                    _mm256_maddubs_epi16(w[3], Q6Broadcast4(x8 + 12)));
+                isum[v] = _mm256_add_epi32(isum[v],
+                                           _mm256_add_epi32(_mm256_madd_epi16(p0, sc), _mm256_madd_epi16(p1, sc)));
+              }
+            }
+          }
+        }
+        // S −= 32·Σ_g sc_g·bsums[g]: words k's scales (4k, 4k + 2) and
+        // (4k + 1, 4k + 3) as sign-extended int16 pairs against the bsums'.
+        __m256i even[4], odd[4];
+        for (size_t k = 0; k < 4; ++k) {
+          const __m256i word = Q6Load256(sb + kILQ6ScalesOffset + 64 * k + off);
+          even[k] = _mm256_srai_epi16(_mm256_slli_epi16(word, 8), 8);
+          odd[k] = _mm256_srai_epi16(word, 8);
+        }
+        const __m256 dw = _mm256_cvtph_ps(
+            _mm_load_si128(reinterpret_cast<const __m128i*>(d_array + 32 * (cb + s) + 16 * (h0 + i))));
+        for (size_t v = 0; v < V; ++v) {
+          const int32_t* bp = xc[v].bsum_pairs[s];
+          __m256i m = _mm256_setzero_si256();
+          for (size_t k = 0; k < 4; ++k) {
+            m = _mm256_add_epi32(m, _mm256_madd_epi16(even[k], _mm256_set1_epi32(bp[2 * k])));
+            m = _mm256_add_epi32(m, _mm256_madd_epi16(odd[k], _mm256_set1_epi32(bp[2 * k + 1])));
+          }
+          const __m256i total = _mm256_sub_epi32(isum[v], _mm256_slli_epi32(m, 5));
+          const float dx = xc[v].a[s].d;
+          sum[i][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), sum[i][v]);
+        }
+      }
+    }
+    for (size_t i = 0; i < kPerPass; ++i) {
+      if (rows[i] == 0) continue;
+      for (size_t v = 0; v < V; ++v) {
+        HWY_ALIGN float tmp[kQ6HalfRows];
+        _mm256_store_ps(tmp, sum[i][v]);
+        std::copy(tmp, tmp + rows[i], y + v * y_stride + row0 + (h0 + i) * kQ6HalfRows);
+      }
+    }
+  }
+}
+#else
+// Portable form: the integer sums row by row from the layout (the
+// reference's arithmetic), the same f32 fold.
+constexpr size_t kQ6TileVecs = 8;
+
+template <size_t V>
+HWY_NOINLINE void Q6Tile(const uint8_t* group, size_t /*group_bytes*/, size_t nsb_row, size_t cb, size_t nsb,
+                         const Q6Chunk* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
+  for (size_t r = 0; r < valid_rows; ++r) {
+    float acc[V];
+    for (size_t v = 0; v < V; ++v) acc[v] = cb == 0 ? 0.0f : y[v * y_stride + row0 + r];
+    for (size_t s = 0; s < nsb; ++s) {
+      const uint8_t* sb = group + (cb + s) * kILQ6SuperBytes;
+      uint16_t d;
+      std::memcpy(&d, group + InterleavedQ6DOffset(nsb_row) + 32 * (cb + s) + 2 * r, 2);
+      const float dw = HalfToFloat(d);
+      for (size_t v = 0; v < V; ++v) {
+        const BlockQ8_K& a = xc[v].a[s];
+        int32_t isum = 0;
+        for (int i = 0; i < kSuperBlock; ++i) {
+          const int half = i / 128, quarter = (i % 128) / 32, l = i % 32;
+          const size_t lbyte = 64 * half + l + 32 * (quarter & 1), hbyte = 32 * half + l;
+          const uint8_t low = sb[kILQ6QlOffset + 64 * (lbyte / 4) + 4 * r + lbyte % 4];
+          const uint8_t hb = sb[kILQ6QhOffset + 64 * (hbyte / 4) + 4 * r + hbyte % 4];
+          const int code = (quarter < 2 ? low & 15 : low >> 4) | ((hb >> (2 * quarter)) & 3) << 4;
+          const size_t g = static_cast<size_t>(8 * half + l / 16 + 2 * quarter);
+          const auto sc = static_cast<int8_t>(sb[kILQ6ScalesOffset + 64 * (g / 4) + 4 * r + g % 4]);
+          isum += sc * (code - 32) * a.qs[i];
+        }
+        acc[v] = std::fma(dw * a.d, static_cast<float>(isum), acc[v]);
+      }
+    }
+    for (size_t v = 0; v < V; ++v) y[v * y_stride + row0 + r] = acc[v];
+  }
+}
+#endif
+
+// Rows [row_begin, row_end) (row_begin a multiple of 16) × n input vectors;
+// Y[v][rows]. Input tiles of q6il::kTile vectors are quantized per chunk;
+// each group's chunk span streams once per tile of up to kQ6TileVecs.
+void Q6ILRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
+  const size_t nsb_row = m.cols / kSuperBlock;
+  const size_t group_bytes = InterleavedGroupBytes(m.type, m.cols);
+  const uint8_t* base = static_cast<const uint8_t*>(m.data);
+  HWY_ALIGN Q6Chunk xc[q6il::kTile];
+  for (size_t v0 = 0; v0 < n; v0 += q6il::kTile) {
+    const size_t nv = std::min(q6il::kTile, n - v0);
+    for (size_t cb = 0; cb < nsb_row; cb += q6il::kChunkSuperBlocks) {
+      const size_t nsb = std::min(q6il::kChunkSuperBlocks, nsb_row - cb);
+      for (size_t v = 0; v < nv; ++v) q6il::PrepareQ6Chunk(x + (v0 + v) * m.cols + cb * kSuperBlock, nsb, xc + v);
+      for (size_t r = row_begin; r < row_end; r += kInterleaveRows) {
+        const uint8_t* group = base + (r / kInterleaveRows) * group_bytes;
+        const size_t valid = std::min(kInterleaveRows, row_end - r);
+        float* yv = y + v0 * m.rows;
+        for (size_t v = 0; v < nv;) {
+          const Q6Chunk* xv = xc + v;
+          float* yt = yv + v * m.rows;
+          if (kQ6TileVecs == 8 && nv - v >= 8) {
+            Q6Tile<kQ6TileVecs>(group, group_bytes, nsb_row, cb, nsb, xv, yt, m.rows, r, valid);
+            v += 8;
+          } else if (nv - v >= 4) {
+            Q6Tile<4>(group, group_bytes, nsb_row, cb, nsb, xv, yt, m.rows, r, valid);
+            v += 4;
+          } else if (nv - v >= 2) {
+            Q6Tile<2>(group, group_bytes, nsb_row, cb, nsb, xv, yt, m.rows, r, valid);
+            v += 2;
+          } else {
+            Q6Tile<1>(group, group_bytes, nsb_row, cb, nsb, xv, yt, m.rows, r, valid);
+            v += 1;
+          }
+        }
+      }
+    }
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace kvedge
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvedge {
+
+HWY_EXPORT(Q6ILRowsT);
+
+void Q6KInterleavedRows(const MatrixView& w, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
+  if (w.type != WeightType::kQ6_K || w.layout != WeightLayout::kInterleaved16) {
+    std::fprintf(stderr, "%s:%d: %s: not an interleaved Q6_K matrix\n", __FILE__, __LINE__, WeightTypeName(w.type));
+    std::abort();
+  }
+  HWY_DYNAMIC_DISPATCH(Q6ILRowsT)(w, x, n, y, row_begin, row_end);
+}
+
+}  // namespace kvedge
+#endif  // HWY_ONCE
