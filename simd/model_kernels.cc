@@ -7,6 +7,7 @@
 //               kInterleaved16        matvec_interleaved.cc
 //   kInt8K      Q2_K…Q6_K/IQ4_XS      matvec_kquant.cc, batched matmul_batch.cc
 //               Q4_K kInterleaved16   matvec_kquant_interleaved.cc
+//               Q3_K/Q2_K kInterleaved16  matvec_q23k_interleaved.cc
 // Elementwise kernels (RMSNorm, SwiGLU, adds) live in elementwise_kernels.cc.
 //
 // Every (weight row, input vector) pair runs the same op sequence whatever
@@ -25,6 +26,7 @@
 #include "simd/matvec_kquant.h"
 #include "simd/matvec_kquant_interleaved.h"
 #include "simd/matvec_legacy.h"
+#include "simd/matvec_q23k_interleaved.h"
 
 namespace kvedge {
 
@@ -75,6 +77,9 @@ void MatVecRange(const MatrixView& w, const float* x, float* y, size_t begin, si
       if (w.layout == WeightLayout::kInterleaved16) return InterleavedRows(w, x, 1, y, begin, end);
       return MatVecRowsLegacy(w, x, y, begin, end);
     case WeightKernel::kInt8K:
+      if (w.layout == WeightLayout::kInterleaved16 && (w.type == WeightType::kQ3_K || w.type == WeightType::kQ2_K)) {
+        return Q23KInterleavedRows(w, x, 1, y, begin, end);
+      }
       if (w.layout == WeightLayout::kInterleaved16) return KQuantInterleavedRows(w, x, 1, y, begin, end);
       return KQuantRows(w, x, 1, y, begin, end);
   }
@@ -87,6 +92,9 @@ void MatMulRange(const MatrixView& w, const float* x, size_t n, float* y, size_t
       if (w.layout == WeightLayout::kInterleaved16) return InterleavedRows(w, x, n, y, begin, end);
       return MatMulRowsLegacy(w, x, n, y, begin, end);
     case WeightKernel::kInt8K:
+      if (w.layout == WeightLayout::kInterleaved16 && (w.type == WeightType::kQ3_K || w.type == WeightType::kQ2_K)) {
+        return Q23KInterleavedRows(w, x, n, y, begin, end);
+      }
       if (w.layout == WeightLayout::kInterleaved16) return KQuantInterleavedRows(w, x, n, y, begin, end);
       return KQuantBatchRows(w, x, n, y, begin, end);
   }
@@ -96,6 +104,8 @@ void MatMulRange(const MatrixView& w, const float* x, size_t n, float* y, size_t
 
 size_t InterleavedGroupBytes(WeightType t, size_t cols) {
   if (t == WeightType::kQ4_K) return cols / kSuperBlock * InterleavedKSuperBytes;
+  if (t == WeightType::kQ3_K) return cols / kSuperBlock / 2 * kILQ3PairBytes + cols / kSuperBlock % 2 * (64 + kILQ3BodyBytes);
+  if (t == WeightType::kQ2_K) return cols / kSuperBlock * kILQ2SuperBytes;
   const size_t nb = cols / kQuantBlock;
   return nb / 2 * InterleavedPairBytes(t) + nb % 2 * (InterleavedCodeBytes(t) + 2 * InterleavedHeaderBytes(t));
 }

@@ -121,6 +121,13 @@ float DequantizeWeight(const MatrixView& w, size_t r, size_t c) {
     GetWeightFormat(w.type).dequantize(&block, values, kSuperBlock);
     return values[c % kSuperBlock];
   }
+  if (w.layout == WeightLayout::kInterleaved16 && (w.type == WeightType::kQ3_K || w.type == WeightType::kQ2_K)) {
+    BlockQ3_K block;  // the larger of the two
+    float values[kSuperBlock];
+    ReadInterleavedQ23K(w, r, c / kSuperBlock, &block);
+    GetWeightFormat(w.type).dequantize(&block, values, kSuperBlock);
+    return values[c % kSuperBlock];
+  }
   if (w.layout == WeightLayout::kInterleaved16) {
     // The block read back into GGUF bytes, decoded by the format table.
     uint8_t block[sizeof(BlockQ8_0)];  // the largest legacy block
@@ -289,21 +296,30 @@ KSums IQ4XSSums(const BlockIQ4_XS& b, const BlockQ8_K& a) {
 
 void MatVecRowsQ8K(const MatrixView& w, const float* x, float* y, size_t row_begin, size_t row_end) {
   const bool interleaved = w.layout == WeightLayout::kInterleaved16;
-  if (GetWeightFormat(w.type).kernel != WeightKernel::kInt8K || (interleaved && w.type != WeightType::kQ4_K)) {
-    std::fprintf(stderr, "%s:%d: Q8_K reference needs a Q2_K … Q6_K or IQ4_XS matrix in rows (or Q4_K interleaved)\n",
-                 __FILE__, __LINE__);
+  if (GetWeightFormat(w.type).kernel != WeightKernel::kInt8K || (interleaved && !IsInterleavable(w.type))) {
+    std::fprintf(stderr, "%s:%d: Q8_K reference needs a Q2_K … Q6_K or IQ4_XS matrix in rows (or Q2_K/Q3_K/Q4_K "
+                 "interleaved)\n", __FILE__, __LINE__);
     std::abort();
   }
   const size_t nsb = w.cols / kSuperBlock;
   std::vector<BlockQ8_K> a(nsb);
   QuantizeRowQ8_K(x, a.data(), w.cols);
   const size_t row_bytes = WeightRowBytes(w.type, w.cols);
-  std::vector<BlockQ4_K> read_back(interleaved ? nsb : 0);  // an interleaved row in GGUF bytes
+  std::vector<uint8_t> read_back(interleaved ? row_bytes : 0);  // an interleaved row in GGUF bytes
   for (size_t r = row_begin; r < row_end; ++r) {
     const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * row_bytes;
     if (interleaved) {
-      for (size_t s = 0; s < nsb; ++s) ReadInterleavedQ4K(w, r, s, &read_back[s]);
-      row = reinterpret_cast<const uint8_t*>(read_back.data());
+      const size_t block_bytes = GetWeightFormat(w.type).block_bytes;
+      for (size_t s = 0; s < nsb; ++s) {
+        if (w.type == WeightType::kQ4_K) {
+          BlockQ4_K b;
+          ReadInterleavedQ4K(w, r, s, &b);
+          std::memcpy(read_back.data() + s * block_bytes, &b, block_bytes);
+        } else {
+          ReadInterleavedQ23K(w, r, s, read_back.data() + s * block_bytes);
+        }
+      }
+      row = read_back.data();
     }
     float acc = 0.0f;
     for (size_t s = 0; s < nsb; ++s) {
