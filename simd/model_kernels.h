@@ -55,6 +55,17 @@ namespace kvedge {
 //       +256 ql: [32][16 rows][4 bytes], ql[4v … 4v+3] of row r at
 //         256 + 64v + 4r; +2304 qh: [16][16 rows][4 bytes], qh[4u … 4u+3]
 //         at 2304 + 64u + 4r (GGUF's bits as they are).
+//     Q3_K (InterleavedQ3K*): group g is its super-blocks in pairs (an odd
+//       last one alone, its second d zero), 3520 bytes = 16 × 2 × 110 per
+//       pair p at p·3520: +0 d of 2p [16 rows] f16, +32 d of 2p + 1, then
+//       the bodies of 2p (+64) and 2p + 1 (+1792), 1728 bytes each:
+//       +0 the 12 packed scale bytes [3 words][16 rows][4 bytes] (as Q4_K);
+//       +192 qs: [16][16 rows][4 bytes], qs[4v … 4v+3] of row r at
+//         192 + 64v + 4r; +1216 hmask: [8][16 rows][4 bytes], hmask[4u …]
+//         at 1216 + 64u + 4r (all line-aligned; GGUF's bits as they are).
+//     Q2_K (kILQ2*): group g is its super-blocks in order, 1344 bytes =
+//       16 × 84 each: +0 d [16 rows] f16; +32 dmin; +64 the 16 scale/min
+//       bytes [4][16 rows][4 bytes]; +320 qs [16][16 rows][4 bytes].
 //     Same bytes per weight as kRows. Built by InterleaveGroups (weight_quant.h).
 enum class WeightLayout : uint8_t { kRows = 0, kInterleaved16 = 1 };
 
@@ -70,11 +81,23 @@ struct MatrixView {
   WeightLayout layout = WeightLayout::kRows;
 };
 
-// The types with a kInterleaved16 layout: the legacy 32-blocks, Q4_K, Q6_K.
+// The types with a kInterleaved16 layout: the legacy 32-blocks, Q4_K, Q6_K, Q3_K and Q2_K.
 inline constexpr bool IsInterleavable(WeightType t) {
   return t == WeightType::kQ8_0 || t == WeightType::kQ4_0 || t == WeightType::kQ4_1 || t == WeightType::kQ5_0 ||
-         t == WeightType::kQ5_1 || t == WeightType::kIQ4_NL || t == WeightType::kQ4_K || t == WeightType::kQ6_K;
+         t == WeightType::kQ5_1 || t == WeightType::kIQ4_NL || t == WeightType::kQ4_K || t == WeightType::kQ6_K ||
+         t == WeightType::kQ3_K || t == WeightType::kQ2_K;
 }
+// Q3_K's interleaved pairs of super-blocks (the layout above): d of
+// super-block s and its body, relative to the group; the body's parts.
+inline constexpr size_t kILQ3PairBytes = 16 * 2 * 110, kILQ3BodyBytes = 1728;
+inline constexpr size_t kILQ3ScalesOffset = 0, kILQ3QsOffset = 192, kILQ3HmaskOffset = 1216;
+inline constexpr size_t InterleavedQ3KDOffset(size_t s) { return s / 2 * kILQ3PairBytes + 32 * (s & 1); }
+inline constexpr size_t InterleavedQ3KBodyOffset(size_t s) {
+  return s / 2 * kILQ3PairBytes + 64 + kILQ3BodyBytes * (s & 1);
+}
+// Q2_K's interleaved super-block of 16 rows and its parts.
+inline constexpr size_t kILQ2SuperBytes = 16 * 84;
+inline constexpr size_t kILQ2DOffset = 0, kILQ2DminOffset = 32, kILQ2ScalesOffset = 64, kILQ2QsOffset = 320;
 // Q4_K's interleaved super-block of 16 rows and the offsets inside it of
 // d, dmin, the packed scales and the codes (the layout above). The
 // Interleaved*Offset functions below describe the legacy 32-blocks only.

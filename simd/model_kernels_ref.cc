@@ -128,6 +128,13 @@ float DequantizeWeight(const MatrixView& w, size_t r, size_t c) {
     GetWeightFormat(w.type).dequantize(&block, values, kSuperBlock);
     return values[c % kSuperBlock];
   }
+  if (w.layout == WeightLayout::kInterleaved16 && (w.type == WeightType::kQ3_K || w.type == WeightType::kQ2_K)) {
+    BlockQ3_K block;  // the larger of the two
+    float values[kSuperBlock];
+    ReadInterleavedQ23K(w, r, c / kSuperBlock, &block);
+    GetWeightFormat(w.type).dequantize(&block, values, kSuperBlock);
+    return values[c % kSuperBlock];
+  }
   if (w.layout == WeightLayout::kInterleaved16) {
     // The block read back into GGUF bytes, decoded by the format table.
     uint8_t block[sizeof(BlockQ8_0)];  // the largest legacy block
@@ -296,11 +303,9 @@ KSums IQ4XSSums(const BlockIQ4_XS& b, const BlockQ8_K& a) {
 
 void MatVecRowsQ8K(const MatrixView& w, const float* x, float* y, size_t row_begin, size_t row_end) {
   const bool interleaved = w.layout == WeightLayout::kInterleaved16;
-  if (GetWeightFormat(w.type).kernel != WeightKernel::kInt8K ||
-      (interleaved && w.type != WeightType::kQ4_K && w.type != WeightType::kQ6_K)) {
-    std::fprintf(stderr,
-                 "%s:%d: Q8_K reference needs a Q2_K … Q6_K or IQ4_XS matrix in rows (or Q4_K/Q6_K interleaved)\n",
-                 __FILE__, __LINE__);
+  if (GetWeightFormat(w.type).kernel != WeightKernel::kInt8K || (interleaved && !IsInterleavable(w.type))) {
+    std::fprintf(stderr, "%s:%d: Q8_K reference needs a Q2_K … Q6_K or IQ4_XS matrix in rows (or Q2_K/Q3_K/Q4_K/Q6_K "
+                 "interleaved)\n", __FILE__, __LINE__);
     std::abort();
   }
   const size_t nsb = w.cols / kSuperBlock;
@@ -311,11 +316,18 @@ void MatVecRowsQ8K(const MatrixView& w, const float* x, float* y, size_t row_beg
   for (size_t r = row_begin; r < row_end; ++r) {
     const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * row_bytes;
     if (interleaved) {
+      const size_t block_bytes = GetWeightFormat(w.type).block_bytes;
       for (size_t s = 0; s < nsb; ++s) {
-        if (w.type == WeightType::kQ6_K) {
-          ReadInterleavedQ6K(w, r, s, reinterpret_cast<BlockQ6_K*>(read_back.data()) + s);
+        if (w.type == WeightType::kQ4_K) {
+          BlockQ4_K b;
+          ReadInterleavedQ4K(w, r, s, &b);
+          std::memcpy(read_back.data() + s * block_bytes, &b, block_bytes);
+        } else if (w.type == WeightType::kQ6_K) {
+          BlockQ6_K b;
+          ReadInterleavedQ6K(w, r, s, &b);
+          std::memcpy(read_back.data() + s * block_bytes, &b, block_bytes);
         } else {
-          ReadInterleavedQ4K(w, r, s, reinterpret_cast<BlockQ4_K*>(read_back.data()) + s);
+          ReadInterleavedQ23K(w, r, s, read_back.data() + s * block_bytes);
         }
       }
       row = read_back.data();

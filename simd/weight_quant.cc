@@ -3,6 +3,7 @@
 #include "simd/weight_quant.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -68,6 +69,47 @@ void InterleaveGroupsQ6K(const MatrixView& src, size_t group_begin, size_t group
   }
 }
 
+// Where the GGUF bytes of a Q3_K / Q2_K row's super-block s live inside its
+// 16-row group (layout: model_kernels.h), row i of the group: calls
+// copy(group_offset, block_offset, bytes) per run.
+template <class F>
+void ForQ23KRuns(WeightType t, size_t s, size_t i, const F& copy) {
+  if (t == WeightType::kQ3_K) {
+    const size_t body = InterleavedQ3KBodyOffset(s);
+    copy(InterleavedQ3KDOffset(s) + 2 * i, offsetof(BlockQ3_K, d), 2);
+    for (size_t k = 0; k < 3; ++k) copy(body + kILQ3ScalesOffset + 64 * k + 4 * i, offsetof(BlockQ3_K, scales) + 4 * k, 4);
+    for (size_t v = 0; v < 16; ++v) copy(body + kILQ3QsOffset + 64 * v + 4 * i, offsetof(BlockQ3_K, qs) + 4 * v, 4);
+    for (size_t u = 0; u < 8; ++u) copy(body + kILQ3HmaskOffset + 64 * u + 4 * i, offsetof(BlockQ3_K, hmask) + 4 * u, 4);
+    return;
+  }
+  const size_t sb = s * kILQ2SuperBytes;
+  copy(sb + kILQ2DOffset + 2 * i, offsetof(BlockQ2_K, d), 2);
+  copy(sb + kILQ2DminOffset + 2 * i, offsetof(BlockQ2_K, dmin), 2);
+  for (size_t k = 0; k < 4; ++k) copy(sb + kILQ2ScalesOffset + 64 * k + 4 * i, offsetof(BlockQ2_K, scales) + 4 * k, 4);
+  for (size_t v = 0; v < 16; ++v) copy(sb + kILQ2QsOffset + 64 * v + 4 * i, offsetof(BlockQ2_K, qs) + 4 * v, 4);
+}
+
+// InterleaveGroups for Q3_K and Q2_K: each row's super-blocks spread over
+// its group, byte for byte; missing rows and an odd pair's second d are zero.
+void InterleaveGroupsQ23K(const MatrixView& src, size_t group_begin, size_t group_end, uint8_t* dst) {
+  const size_t nsb = src.cols / kSuperBlock, block_bytes = GetWeightFormat(src.type).block_bytes;
+  const size_t row_bytes = WeightRowBytes(src.type, src.cols);
+  const size_t group_bytes = InterleavedGroupBytes(src.type, src.cols);
+  const uint8_t* rows = static_cast<const uint8_t*>(src.data);
+  for (size_t g = group_begin; g < group_end; ++g) {
+    uint8_t* group = dst + g * group_bytes;
+    std::fill(group, group + group_bytes, uint8_t{0});
+    for (size_t i = 0; i < kInterleaveRows && g * kInterleaveRows + i < src.rows; ++i) {
+      const uint8_t* row = rows + (g * kInterleaveRows + i) * row_bytes;
+      for (size_t s = 0; s < nsb; ++s) {
+        ForQ23KRuns(src.type, s, i, [&](size_t to, size_t from, size_t n) {
+          std::memcpy(group + to, row + s * block_bytes + from, n);
+        });
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void ReadInterleavedQ6K(const MatrixView& w, size_t r, size_t s, BlockQ6_K* out) {
@@ -79,6 +121,14 @@ void ReadInterleavedQ6K(const MatrixView& w, size_t r, size_t s, BlockQ6_K* out)
   for (size_t k = 0; k < 4; ++k) std::memcpy(out->scales + 4 * k, sb + kILQ6ScalesOffset + 64 * k + 4 * i, 4);
   for (size_t v = 0; v < 32; ++v) std::memcpy(out->ql + 4 * v, sb + kILQ6QlOffset + 64 * v + 4 * i, 4);
   for (size_t u = 0; u < 16; ++u) std::memcpy(out->qh + 4 * u, sb + kILQ6QhOffset + 64 * u + 4 * i, 4);
+}
+
+void ReadInterleavedQ23K(const MatrixView& w, size_t r, size_t s, void* out) {
+  const uint8_t* group = static_cast<const uint8_t*>(w.data) + r / kInterleaveRows * InterleavedGroupBytes(w.type, w.cols);
+  auto* block = static_cast<uint8_t*>(out);
+  ForQ23KRuns(w.type, s, r % kInterleaveRows, [&](size_t from, size_t to, size_t n) {
+    std::memcpy(block + to, group + from, n);
+  });
 }
 
 void ReadInterleavedQ4K(const MatrixView& w, size_t r, size_t s, BlockQ4_K* out) {
@@ -137,6 +187,9 @@ void InterleaveGroups(const MatrixView& src, size_t group_begin, size_t group_en
   }
   if (src.type == WeightType::kQ4_K) return InterleaveGroupsQ4K(src, group_begin, group_end, dst);
   if (src.type == WeightType::kQ6_K) return InterleaveGroupsQ6K(src, group_begin, group_end, dst);
+  if (src.type == WeightType::kQ3_K || src.type == WeightType::kQ2_K) {
+    return InterleaveGroupsQ23K(src, group_begin, group_end, dst);
+  }
   CheckBlockMultiple(src.cols, "InterleaveGroups");
   const WeightType t = src.type;
   const bool q8 = t == WeightType::kQ8_0;

@@ -1,0 +1,577 @@
+// Q3_K and Q2_K products in the interleaved layout (WeightLayout::
+// kInterleaved16, model_kernels.h), compiled once per Highway target, on
+// Q8_K activations (QuantizeRowQ8KFast, matvec_kquant.h).
+//
+// One row per int32 lane, as matvec_kquant_interleaved.cc does for Q4_K: a
+// 64-byte line of qs holds 4 bytes of each of 16 rows, and code vector
+// (v, j) = bits 2j, 2j+1 of qs line v holds weights 128h + 32j + 4(v%8) + t
+// (h = v/8) of every row, sub-block 8h + 2j + (v%8)/4 of 16. Q3_K adds bit
+// 4h + j of hmask line v%8 as bit 2: its unsigned code c = q + 4 ∈ [0, 8),
+// and Σ q·a = Σ c·a − 4·bsum (the Q8_K per-16 sums). Per sub-block of 16
+// weights and input vector, its 4 code vectors meet the broadcast
+// activations:
+//   AVX3_DL: codes by vgf2p8affineqb (bit gathers; Q3_K: two and an OR),
+//     4 vpdpbusd into an int32 dot per row, (Q3_K: − 4·bsum), times the
+//     row's sub-block scale (vpmulld), added to S;
+//   AVX2 (and AVX3 without VNNI, on 256-bit vectors): codes by shift and
+//     mask, 4 vpmaddubsw summed in int16 (Q3_K: − 2·bsum per half, pairs
+//     ≤ 4·2·7·127 + 4064), one vpmaddwd against the (scale, scale) int16
+//     pairs adds sc·dot to S;
+//   the other targets: the same integer sums, row by row (scalar; those
+//     targets keep GGUF's rows: InterleavedWeightsPreferred is false).
+// Q2_K's M = Σ_g min_g·bsum_g is int16 pair multiply-adds of the rows' mins
+// against the activations' sums. S and M are exact int32, folded per
+// super-block as ref::MatVecRowsQ8K does, so MatVec, every MatMul tile and
+// the reference agree bit for bit. MatVec streams the group with software
+// prefetch kPrefetchAhead bytes ahead.
+#include "platform/hwy_target_policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "simd/half_inline.h"
+#include "simd/matvec_kquant.h"
+#include "simd/matvec_q23k_interleaved.h"
+#include "simd/model_kernels.h"
+#include "simd/weight_format.h"
+#include "simd/weight_quant.h"
+#include "simd/x86_vnni.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "simd/matvec_q23k_interleaved.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+#ifndef KVEDGE_SIMD_MATVEC_Q23K_INTERLEAVED_ONCE_
+#define KVEDGE_SIMD_MATVEC_Q23K_INTERLEAVED_ONCE_
+namespace kvedge {
+namespace q23il {
+
+// Activations are quantized per chunk of this many super-blocks (4096
+// columns) and input vector.
+constexpr size_t kChunkSuperBlocks = 16;
+// Input vectors quantized at a time; each group's chunk streams once per tile.
+constexpr size_t kTile = 4;
+
+inline int32_t PackPair(int lo, int hi) {
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                              static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
+}
+
+// One input vector's Q8_K activations over one chunk, plus per super-block
+// the per-16 sums bsums[g] in the forms the kernels broadcast.
+struct QChunk {
+  BlockQ8_K a[kChunkSuperBlocks];
+  int32_t bsum4[kChunkSuperBlocks][16];       // 4·bsums[g] (Q3_K, AVX3_DL)
+  int32_t bsum2_pair[kChunkSuperBlocks][16];  // int16 pair (2·bsums[g], 2·bsums[g]) (Q3_K, AVX2)
+  // Q2_K's mins: (bsums[4k], bsums[4k+2]), (bsums[4k+1], bsums[4k+3]) at 2k, 2k + 1.
+  int32_t min_pairs[kChunkSuperBlocks][8];
+};
+
+// x: f32 [nsb·256] → c (nsb ≤ kChunkSuperBlocks).
+inline void PrepareChunk(const float* x, size_t nsb, QChunk* c) {
+  QuantizeRowQ8KFast(x, c->a, nsb * kSuperBlock);
+  for (size_t s = 0; s < nsb; ++s) {
+    const int16_t* b = c->a[s].bsums;  // |b| ≤ 16·127: 4·b fits int16
+    for (int g = 0; g < 16; ++g) {
+      c->bsum4[s][g] = 4 * b[g];
+      c->bsum2_pair[s][g] = PackPair(2 * b[g], 2 * b[g]);
+    }
+    for (int k = 0; k < 4; ++k) {
+      c->min_pairs[s][2 * k] = PackPair(b[4 * k], b[4 * k + 2]);
+      c->min_pairs[s][2 * k + 1] = PackPair(b[4 * k + 1], b[4 * k + 3]);
+    }
+  }
+}
+
+// Offset of super-block s's first byte in its group and its bytes (Q3_K:
+// an even super-block starts with its pair's 64 bytes of d).
+inline size_t SuperBegin(WeightType t, size_t s) {
+  return t == WeightType::kQ2_K ? s * kILQ2SuperBytes : s / 2 * kILQ3PairBytes + (s & 1) * (64 + kILQ3BodyBytes);
+}
+
+}  // namespace q23il
+}  // namespace kvedge
+#endif  // KVEDGE_SIMD_MATVEC_Q23K_INTERLEAVED_ONCE_
+
+HWY_BEFORE_NAMESPACE();
+namespace kvedge {
+namespace HWY_NAMESPACE {
+
+using q23il::QChunk;
+
+HWY_INLINE int32_t LoadU32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// Prefetch distance: ≥ 8 KiB ahead of the super-block being read (MatVec
+// reads ≈ 1.3–1.8 KiB per super-block of 16 rows).
+constexpr size_t kPrefetchAhead = 8192;
+
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+// Prefetches the lines kPrefetchAhead bytes past super-block cb + s's
+// bytes of the group's chunk span [cb, cb + nsb); past the span's end the
+// stream continues in the next group's span.
+HWY_INLINE void PrefetchAhead(WeightType t, const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb,
+                              size_t s) {
+  const size_t span_begin = q23il::SuperBegin(t, cb), span_end = q23il::SuperBegin(t, cb + nsb);
+  const size_t from = q23il::SuperBegin(t, cb + s), to = q23il::SuperBegin(t, cb + s + 1);
+  const char* g = reinterpret_cast<const char*>(group);
+  for (size_t off = from + kPrefetchAhead; off < to + kPrefetchAhead; off += 64) {
+    _mm_prefetch(off < span_end ? g + off : g + group_bytes + span_begin + (off - span_end), _MM_HINT_T0);
+  }
+}
+#endif
+
+#if HWY_TARGET == HWY_AVX3_DL
+constexpr size_t kTileVecs = 4;
+
+// acc += vpdpbusd(w, the 4 int8 codes at q broadcast to every lane).
+KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Dpbusd(__m512i acc, __m512i w, const int8_t* q) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(q)));
+  return acc;
+}
+// acc − the int32 at p broadcast (from memory).
+KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i SubBroadcast(__m512i acc, const int32_t* p) {
+  return _mm512_sub_epi32(acc, _mm512_set1_epi32(*p));
+}
+
+// GF(2) affine matrices (vgf2p8affineqb: output bit i = parity of input
+// bits in byte 7 − i): bits 2j, 2j+1 → 0, 1; bit p → 2.
+constexpr long long LowBitsMatrix(size_t j) {
+  return static_cast<long long>((1ull << (2 * j)) << 56 | (1ull << (2 * j + 1)) << 48);
+}
+constexpr long long HighBitMatrix(size_t p) { return static_cast<long long>((1ull << p) << 40); }
+
+// Sign-extended byte b of every int32 lane.
+KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i SignedByte(__m512i x, size_t b) {
+  return _mm512_srai_epi32(_mm512_slli_epi32(x, static_cast<unsigned>(24 - 8 * b)), 24);
+}
+
+// y[v·y_stride + row0 + r] (r < valid_rows) for the V vectors xc[0, V) over
+// the chunk's super-blocks [cb, cb + nsb) of the Q3_K group at `group`; the
+// sums continue from y when cb > 0 (same order as one pass).
+template <size_t V>
+KVEDGE_ATTR_VNNI512 HWY_NOINLINE void Q3Tile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb,
+                                             const QChunk* xc, float* y, size_t y_stride, size_t row0,
+                                             size_t valid_rows) {
+  const __mmask16 mask = static_cast<__mmask16>((1u << valid_rows) - 1);
+  __m512 sum[V];
+  for (size_t v = 0; v < V; ++v) {
+    sum[v] = cb == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, y + v * y_stride + row0);
+  }
+  const __m512i k0f = _mm512_set1_epi32(0x0f0f0f0f), k03 = _mm512_set1_epi32(0x03030303);
+  const __m512i k32 = _mm512_set1_epi8(32);
+  for (size_t s = 0; s < nsb; ++s) {
+    const uint8_t* body = group + InterleavedQ3KBodyOffset(cb + s);
+    PrefetchAhead(WeightType::kQ3_K, group, group_bytes, cb, nsb, s);
+    // ggml's 6-bit scale unpacking (UnpackQ3KScales), one row per lane; − 32.
+    const __m512i u0 = _mm512_load_si512(body + kILQ3ScalesOffset);
+    const __m512i u1 = _mm512_load_si512(body + kILQ3ScalesOffset + 64);
+    const __m512i u2 = _mm512_load_si512(body + kILQ3ScalesOffset + 128);
+    __m512i sc4[4];
+    sc4[0] = _mm512_or_si512(_mm512_and_si512(u0, k0f), _mm512_slli_epi32(_mm512_and_si512(u2, k03), 4));
+    sc4[1] = _mm512_or_si512(_mm512_and_si512(u1, k0f),
+                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u2, 2), k03), 4));
+    sc4[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u0, 4), k0f),
+                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u2, 4), k03), 4));
+    sc4[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u1, 4), k0f),
+                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u2, 6), k03), 4));
+    for (__m512i& v : sc4) v = _mm512_sub_epi8(v, k32);
+    __m512i hm[8];
+    for (size_t u = 0; u < 8; ++u) hm[u] = _mm512_load_si512(body + kILQ3HmaskOffset + 64 * u);
+    __m512i isum[V];
+    for (size_t v = 0; v < V; ++v) isum[v] = _mm512_setzero_si512();
+    for (size_t h = 0; h < 2; ++h) {
+      for (size_t j = 0; j < 4; ++j) {
+        const __m512i mlo = _mm512_set1_epi64(LowBitsMatrix(j)), mhi = _mm512_set1_epi64(HighBitMatrix(4 * h + j));
+        for (size_t k = 0; k < 2; ++k) {
+          const size_t g = 8 * h + 2 * j + k;  // sub-block of 16
+          __m512i w[4];
+          for (size_t i = 0; i < 4; ++i) {
+            const __m512i qs = _mm512_load_si512(body + kILQ3QsOffset + 64 * (8 * h + 4 * k + i));
+            w[i] = _mm512_or_si512(_mm512_gf2p8affine_epi64_epi8(qs, mlo, 0),
+                                   _mm512_gf2p8affine_epi64_epi8(hm[4 * k + i], mhi, 0));
+          }
+          const __m512i sc = SignedByte(sc4[g / 4], g % 4);
+          for (size_t v = 0; v < V; ++v) {
+            const int8_t* q = xc[v].a[s].qs + 128 * h + 32 * j + 16 * k;
+            __m512i acc = _mm512_setzero_si512();
+            for (size_t i = 0; i < 4; ++i) acc = Dpbusd(acc, w[i], q + 4 * i);
+            acc = SubBroadcast(acc, &xc[v].bsum4[s][g]);
+            isum[v] = _mm512_add_epi32(isum[v], _mm512_mullo_epi32(acc, sc));
+          }
+        }
+      }
+    }
+    const __m512 dw = _mm512_cvtph_ps(
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(group + InterleavedQ3KDOffset(cb + s))));
+    for (size_t v = 0; v < V; ++v) {
+      sum[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[v]), _mm512_mul_ps(dw, _mm512_set1_ps(xc[v].a[s].d)), sum[v]);
+    }
+  }
+  for (size_t v = 0; v < V; ++v) _mm512_mask_storeu_ps(y + v * y_stride + row0, mask, sum[v]);
+}
+
+// As Q3Tile for Q2_K: 2-bit codes, unsigned 4-bit scales, M from the mins.
+template <size_t V>
+KVEDGE_ATTR_VNNI512 HWY_NOINLINE void Q2Tile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb,
+                                             const QChunk* xc, float* y, size_t y_stride, size_t row0,
+                                             size_t valid_rows) {
+  const __mmask16 mask = static_cast<__mmask16>((1u << valid_rows) - 1);
+  __m512 sum[V];
+  for (size_t v = 0; v < V; ++v) {
+    sum[v] = cb == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, y + v * y_stride + row0);
+  }
+  const __m512i k0f = _mm512_set1_epi32(0x0f0f0f0f), low_bytes = _mm512_set1_epi32(0x00FF00FF);
+  const __m512i byte = _mm512_set1_epi32(0xFF);
+  for (size_t s = 0; s < nsb; ++s) {
+    const uint8_t* sb = group + (cb + s) * kILQ2SuperBytes;
+    PrefetchAhead(WeightType::kQ2_K, group, group_bytes, cb, nsb, s);
+    __m512i sc4[4], mn4[4];  // bytes of scales[4k … 4k+3]: low nibbles, high nibbles
+    for (size_t k = 0; k < 4; ++k) {
+      const __m512i u = _mm512_load_si512(sb + kILQ2ScalesOffset + 64 * k);
+      sc4[k] = _mm512_and_si512(u, k0f);
+      mn4[k] = _mm512_and_si512(_mm512_srli_epi32(u, 4), k0f);
+    }
+    __m512i isum[V];
+    for (size_t v = 0; v < V; ++v) isum[v] = _mm512_setzero_si512();
+    for (size_t h = 0; h < 2; ++h) {
+      for (size_t j = 0; j < 4; ++j) {
+        const __m512i mlo = _mm512_set1_epi64(LowBitsMatrix(j));
+        for (size_t k = 0; k < 2; ++k) {
+          const size_t g = 8 * h + 2 * j + k;
+          __m512i w[4];
+          for (size_t i = 0; i < 4; ++i) {
+            const __m512i qs = _mm512_load_si512(sb + kILQ2QsOffset + 64 * (8 * h + 4 * k + i));
+            w[i] = _mm512_gf2p8affine_epi64_epi8(qs, mlo, 0);
+          }
+          const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(sc4[g / 4], static_cast<unsigned>(8 * (g % 4))), byte);
+          for (size_t v = 0; v < V; ++v) {
+            const int8_t* q = xc[v].a[s].qs + 128 * h + 32 * j + 16 * k;
+            __m512i acc = _mm512_setzero_si512();
+            for (size_t i = 0; i < 4; ++i) acc = Dpbusd(acc, w[i], q + 4 * i);
+            isum[v] = _mm512_add_epi32(isum[v], _mm512_mullo_epi32(acc, sc));
+          }
+        }
+      }
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + kILQ2DOffset)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + kILQ2DminOffset)));
+    for (size_t v = 0; v < V; ++v) {
+      const int32_t* mp = xc[v].min_pairs[s];
+      __m512i m = _mm512_setzero_si512();
+      for (size_t k = 0; k < 4; ++k) {
+        m = _mm512_dpwssd_epi32(m, _mm512_and_si512(mn4[k], low_bytes), _mm512_set1_epi32(mp[2 * k]));
+        m = _mm512_dpwssd_epi32(m, _mm512_srli_epi16(mn4[k], 8), _mm512_set1_epi32(mp[2 * k + 1]));
+      }
+      const float dx = xc[v].a[s].d;
+      sum[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[v]), _mm512_mul_ps(dw, _mm512_set1_ps(dx)), sum[v]);
+      sum[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, _mm512_set1_ps(-dx)), sum[v]);
+    }
+  }
+  for (size_t v = 0; v < V; ++v) _mm512_mask_storeu_ps(y + v * y_stride + row0, mask, sum[v]);
+}
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+// 8 rows per 256-bit vector: a group is two halves, rows 8h … 8h + 7 at
+// byte 32h of every line (and 16h of the f16 arrays).
+constexpr size_t kTileVecs = 4;
+constexpr size_t kHalfRows = 8;
+
+// vpshufb pattern giving each int32 lane the int16 pair (b, b) of its byte b.
+HWY_INLINE __m256i PairPattern(size_t b) {
+  int32_t p[4];
+  for (int l = 0; l < 4; ++l) {
+    const int32_t i = 4 * l + static_cast<int32_t>(b);
+    p[l] = i | 0x80 << 8 | i << 16 | static_cast<int32_t>(0x80u << 24);
+  }
+  return _mm256_setr_epi32(p[0], p[1], p[2], p[3], p[0], p[1], p[2], p[3]);
+}
+
+HWY_INLINE __m256i Load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+HWY_INLINE __m256 LoadHalves(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+}
+// Bits 2j, 2j+1 of every byte at bits 0, 1.
+HWY_INLINE __m256i LowBits(__m256i x, size_t j) {
+  return _mm256_and_si256(j == 0 ? x : _mm256_srli_epi16(x, static_cast<int>(2 * j)), _mm256_set1_epi8(3));
+}
+// Bit p of every byte at bit 2.
+HWY_INLINE __m256i HighBit(__m256i x, size_t p) {
+  const __m256i at2 = p >= 2 ? _mm256_srli_epi16(x, static_cast<int>(p - 2)) : _mm256_slli_epi16(x, static_cast<int>(2 - p));
+  return _mm256_and_si256(at2, _mm256_set1_epi8(4));
+}
+// Σ over the 4 code vectors w of vpmaddubsw against the activations at q.
+HWY_INLINE __m256i Dot16(const __m256i* w, const int8_t* q) {
+  __m256i pairs = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(LoadU32(q)));
+  for (size_t i = 1; i < 4; ++i) pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[i], _mm256_set1_epi32(LoadU32(q + 4 * i))));
+  return pairs;
+}
+
+// As the VNNI tiles, for Q3_K (kQ3) or Q2_K. MatVec (V = 1) takes both
+// halves per super-block, so the group streams once; MatMul tiles one half
+// per pass.
+template <bool kQ3, size_t V>
+HWY_NOINLINE void Q23Tile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc,
+                          float* y, size_t y_stride, size_t row0, size_t valid_rows) {
+  constexpr WeightType kType = kQ3 ? WeightType::kQ3_K : WeightType::kQ2_K;
+  constexpr size_t kPerPass = V == 1 ? 2 : 1;  // halves per pass
+  const __m256i k0f = _mm256_set1_epi32(0x0f0f0f0f), k03 = _mm256_set1_epi32(0x03030303);
+  const __m256i low_bytes = _mm256_set1_epi32(0x00FF00FF), k32 = _mm256_set1_epi16(32);
+  for (size_t h0 = 0; h0 * kHalfRows < valid_rows; h0 += kPerPass) {
+    size_t rows[kPerPass];  // valid rows of each half in this pass (0: none)
+    __m256 sum[kPerPass][V];
+    for (size_t i = 0; i < kPerPass; ++i) {
+      const size_t first = (h0 + i) * kHalfRows;
+      rows[i] = first < valid_rows ? std::min(kHalfRows, valid_rows - first) : 0;
+      for (size_t v = 0; v < V; ++v) {
+        HWY_ALIGN float tmp[kHalfRows] = {};
+        if (cb > 0 && rows[i] > 0) {
+          std::copy(y + v * y_stride + row0 + first, y + v * y_stride + row0 + first + rows[i], tmp);
+        }
+        sum[i][v] = _mm256_load_ps(tmp);
+      }
+    }
+    for (size_t s = 0; s < nsb; ++s) {
+      if (h0 == 0) PrefetchAhead(kType, group, group_bytes, cb, nsb, s);
+      for (size_t i = 0; i < kPerPass; ++i) {
+        const size_t half = h0 + i, off = 32 * half;
+        const uint8_t* body = kQ3 ? group + InterleavedQ3KBodyOffset(cb + s) : group + (cb + s) * kILQ2SuperBytes;
+        const uint8_t* qs_lines = body + (kQ3 ? kILQ3QsOffset : kILQ2QsOffset) + off;
+        __m256i sc4[4], mn4[4];  // Q3_K: unpacked scale bytes; Q2_K: scale and min nibbles
+        if constexpr (kQ3) {
+          const __m256i u0 = Load256(body + kILQ3ScalesOffset + off);
+          const __m256i u1 = Load256(body + kILQ3ScalesOffset + 64 + off);
+          const __m256i u2 = Load256(body + kILQ3ScalesOffset + 128 + off);
+          sc4[0] = _mm256_or_si256(_mm256_and_si256(u0, k0f), _mm256_slli_epi32(_mm256_and_si256(u2, k03), 4));
+          sc4[1] = _mm256_or_si256(_mm256_and_si256(u1, k0f),
+                                   _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u2, 2), k03), 4));
+          sc4[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u0, 4), k0f),
+                                   _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k03), 4));
+          sc4[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u1, 4), k0f),
+                                   _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u2, 6), k03), 4));
+        } else {
+          for (size_t k = 0; k < 4; ++k) {
+            const __m256i u = Load256(body + kILQ2ScalesOffset + 64 * k + off);
+            sc4[k] = _mm256_and_si256(u, k0f);
+            mn4[k] = _mm256_and_si256(_mm256_srli_epi32(u, 4), k0f);
+          }
+        }
+        __m256i isum[V];
+        for (size_t v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256();
+        for (size_t h = 0; h < 2; ++h) {
+          for (size_t j = 0; j < 4; ++j) {
+            for (size_t k = 0; k < 2; ++k) {
+              const size_t g = 8 * h + 2 * j + k;
+              __m256i w[4];
+              for (size_t l = 0; l < 4; ++l) {
+                w[l] = LowBits(Load256(qs_lines + 64 * (8 * h + 4 * k + l)), j);
+                if constexpr (kQ3) {
+                  w[l] = _mm256_or_si256(w[l], HighBit(Load256(body + kILQ3HmaskOffset + off + 64 * (4 * k + l)), 4 * h + j));
+                }
+              }
+              __m256i sc = _mm256_shuffle_epi8(sc4[g / 4], PairPattern(g % 4));
+              if constexpr (kQ3) sc = _mm256_sub_epi16(sc, k32);
+              for (size_t v = 0; v < V; ++v) {
+                __m256i pairs = Dot16(w, xc[v].a[s].qs + 128 * h + 32 * j + 16 * k);
+                if constexpr (kQ3) pairs = _mm256_sub_epi16(pairs, _mm256_set1_epi32(xc[v].bsum2_pair[s][g]));
+                isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(pairs, sc));
+              }
+            }
+          }
+        }
+        const __m256 dw = LoadHalves(kQ3 ? group + InterleavedQ3KDOffset(cb + s) + 16 * half : body + kILQ2DOffset + 16 * half);
+        for (size_t v = 0; v < V; ++v) {
+          const float dx = xc[v].a[s].d;
+          sum[i][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), sum[i][v]);
+          if constexpr (!kQ3) {
+            const int32_t* mp = xc[v].min_pairs[s];
+            __m256i m = _mm256_setzero_si256();
+            for (size_t k = 0; k < 4; ++k) {
+              m = _mm256_add_epi32(m, _mm256_madd_epi16(_mm256_and_si256(mn4[k], low_bytes), _mm256_set1_epi32(mp[2 * k])));
+              m = _mm256_add_epi32(m, _mm256_madd_epi16(_mm256_srli_epi16(mn4[k], 8), _mm256_set1_epi32(mp[2 * k + 1])));
+            }
+            const __m256 dmin = LoadHalves(body + kILQ2DminOffset + 16 * half);
+            sum[i][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, _mm256_set1_ps(-dx)), sum[i][v]);
+          }
+        }
+      }
+    }
+    for (size_t i = 0; i < kPerPass; ++i) {
+      if (rows[i] == 0) continue;
+      for (size_t v = 0; v < V; ++v) {
+        HWY_ALIGN float tmp[kHalfRows];
+        _mm256_store_ps(tmp, sum[i][v]);
+        std::copy(tmp, tmp + rows[i], y + v * y_stride + row0 + (h0 + i) * kHalfRows);
+      }
+    }
+  }
+}
+template <size_t V>
+HWY_INLINE void Q3Tile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc, float* y,
+                       size_t y_stride, size_t row0, size_t valid_rows) {
+  Q23Tile<true, V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
+}
+template <size_t V>
+HWY_INLINE void Q2Tile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc, float* y,
+                       size_t y_stride, size_t row0, size_t valid_rows) {
+  Q23Tile<false, V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
+}
+#else
+// Portable form: each row's super-blocks read back into GGUF bytes, the
+// kernels' integer sums computed from them, the same f32 folds.
+constexpr size_t kTileVecs = 4;
+
+// Q3_K: S = Σ_g (sc_g − 32)·(Σ c·a − 4·bsum_g), c = q + 4.
+HWY_INLINE int32_t Q3Sum(const BlockQ3_K& b, const BlockQ8_K& a) {
+  int8_t sc[16];
+  UnpackQ3KScales(b.scales, sc);
+  int32_t s = 0;
+  for (int g = 0; g < 16; ++g) {
+    int32_t dot = 0;
+    for (int l = 0; l < 16; ++l) {
+      const int i = 16 * g + l, h = i / 128, j = (i % 128) / 32, col = i % 32;
+      const int c = ((b.qs[32 * h + col] >> (2 * j)) & 3) | ((b.hmask[col] >> (4 * h + j)) & 1) << 2;
+      dot += c * a.qs[i];
+    }
+    s += (sc[g] - 32) * (dot - 4 * a.bsums[g]);
+  }
+  return s;
+}
+
+// Q2_K: S = Σ_g (scales[g] & 15)·Σ q·a; *m = Σ_g (scales[g] >> 4)·bsum_g.
+HWY_INLINE int32_t Q2Sum(const BlockQ2_K& b, const BlockQ8_K& a, int32_t* m) {
+  int32_t s = 0;
+  *m = 0;
+  for (int g = 0; g < 16; ++g) {
+    int32_t dot = 0;
+    for (int l = 0; l < 16; ++l) {
+      const int i = 16 * g + l;
+      dot += ((b.qs[32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3) * a.qs[i];
+    }
+    s += (b.scales[g] & 15) * dot;
+    *m += (b.scales[g] >> 4) * a.bsums[g];
+  }
+  return s;
+}
+
+template <bool kQ3, size_t V>
+HWY_NOINLINE void Q23Tile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc,
+                          float* y, size_t y_stride, size_t row0, size_t valid_rows) {
+  MatrixView view;  // the group alone, for ReadInterleavedQ23K
+  view.type = kQ3 ? WeightType::kQ3_K : WeightType::kQ2_K;
+  view.data = group;
+  view.rows = kInterleaveRows;
+  view.cols = (cb + nsb) * kSuperBlock;
+  view.layout = WeightLayout::kInterleaved16;
+  (void)group_bytes;
+  for (size_t r = 0; r < valid_rows; ++r) {
+    float acc[V];
+    for (size_t v = 0; v < V; ++v) acc[v] = cb == 0 ? 0.0f : y[v * y_stride + row0 + r];
+    for (size_t s = 0; s < nsb; ++s) {
+      BlockQ3_K b3;
+      BlockQ2_K b2;
+      if constexpr (kQ3) {
+        ReadInterleavedQ23K(view, r, cb + s, &b3);
+      } else {
+        ReadInterleavedQ23K(view, r, cb + s, &b2);
+      }
+      for (size_t v = 0; v < V; ++v) {
+        const BlockQ8_K& a = xc[v].a[s];
+        if constexpr (kQ3) {
+          acc[v] = std::fma(HalfToFloat(b3.d) * a.d, static_cast<float>(Q3Sum(b3, a)), acc[v]);
+        } else {
+          int32_t m;
+          const int32_t isum = Q2Sum(b2, a, &m);
+          acc[v] = std::fma(HalfToFloat(b2.d) * a.d, static_cast<float>(isum), acc[v]);
+          acc[v] = std::fma(-(HalfToFloat(b2.dmin) * a.d), static_cast<float>(m), acc[v]);
+        }
+      }
+    }
+    for (size_t v = 0; v < V; ++v) y[v * y_stride + row0 + r] = acc[v];
+  }
+}
+template <size_t V>
+HWY_INLINE void Q3Tile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc, float* y,
+                       size_t y_stride, size_t row0, size_t valid_rows) {
+  Q23Tile<true, V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
+}
+template <size_t V>
+HWY_INLINE void Q2Tile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc, float* y,
+                       size_t y_stride, size_t row0, size_t valid_rows) {
+  Q23Tile<false, V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
+}
+#endif
+
+// Tiles of V vectors of one type over the chunk of one group.
+template <size_t V>
+HWY_INLINE void Tile(WeightType t, const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc,
+                     float* y, size_t y_stride, size_t row0, size_t valid_rows) {
+  if (t == WeightType::kQ3_K) return Q3Tile<V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
+  Q2Tile<V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
+}
+
+// Rows [row_begin, row_end) (row_begin a multiple of 16) × n input vectors;
+// Y[v][rows]. Input tiles of q23il::kTile vectors are quantized per chunk;
+// each group's chunk span streams once per tile of up to kTileVecs.
+void Q23RowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
+  static_assert(kTileVecs == q23il::kTile, "one quantized tile per kernel tile");
+  const size_t nsb_row = m.cols / kSuperBlock;
+  const size_t group_bytes = InterleavedGroupBytes(m.type, m.cols);
+  const uint8_t* base = static_cast<const uint8_t*>(m.data);
+  HWY_ALIGN QChunk xc[q23il::kTile];
+  for (size_t v0 = 0; v0 < n; v0 += q23il::kTile) {
+    const size_t nv = std::min(q23il::kTile, n - v0);
+    for (size_t cb = 0; cb < nsb_row; cb += q23il::kChunkSuperBlocks) {
+      const size_t nsb = std::min(q23il::kChunkSuperBlocks, nsb_row - cb);
+      for (size_t v = 0; v < nv; ++v) q23il::PrepareChunk(x + (v0 + v) * m.cols + cb * kSuperBlock, nsb, xc + v);
+      for (size_t r = row_begin; r < row_end; r += kInterleaveRows) {
+        const uint8_t* group = base + (r / kInterleaveRows) * group_bytes;
+        const size_t valid = std::min(kInterleaveRows, row_end - r);
+        float* yv = y + v0 * m.rows;
+        for (size_t v = 0; v < nv;) {
+          const QChunk* xv = xc + v;
+          if (nv - v >= 4) {
+            Tile<4>(m.type, group, group_bytes, cb, nsb, xv, yv + v * m.rows, m.rows, r, valid);
+            v += 4;
+          } else if (nv - v >= 2) {
+            Tile<2>(m.type, group, group_bytes, cb, nsb, xv, yv + v * m.rows, m.rows, r, valid);
+            v += 2;
+          } else {
+            Tile<1>(m.type, group, group_bytes, cb, nsb, xv, yv + v * m.rows, m.rows, r, valid);
+            v += 1;
+          }
+        }
+      }
+    }
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace kvedge
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvedge {
+
+HWY_EXPORT(Q23RowsT);
+
+void Q23KInterleavedRows(const MatrixView& w, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
+  if ((w.type != WeightType::kQ3_K && w.type != WeightType::kQ2_K) || w.layout != WeightLayout::kInterleaved16) {
+    std::fprintf(stderr, "%s:%d: %s: not an interleaved Q3_K/Q2_K matrix\n", __FILE__, __LINE__,
+                 WeightTypeName(w.type));
+    std::abort();
+  }
+  HWY_DYNAMIC_DISPATCH(Q23RowsT)(w, x, n, y, row_begin, row_end);
+}
+
+}  // namespace kvedge
+#endif  // HWY_ONCE

@@ -1,0 +1,23 @@
+// Internal to simd/: products with Q3_K and Q2_K weights in the interleaved
+// layout (WeightLayout::kInterleaved16, model_kernels.h) on Q8_K
+// activations, as matvec_kquant.h computes them on kRows. model_kernels.cc
+// routes MatVec and MatMul here; callers use model_kernels.h.
+#ifndef KVEDGE_SIMD_MATVEC_Q23K_INTERLEAVED_H_
+#define KVEDGE_SIMD_MATVEC_Q23K_INTERLEAVED_H_
+
+#include <cstddef>
+
+#include "simd/model_kernels.h"
+
+namespace kvedge {
+
+// Y[v][w.rows] = X[v][w.cols] · Wᵀ for v < n, rows [row_begin, row_end) only
+// (row_begin a multiple of 16, row_end one too or w.rows); n = 1 is MatVec.
+// w: Q3_K or Q2_K in kInterleaved16. Per (row, vector) and super-block the
+// exact integer sums S (and Q2_K's M) of ref::MatVecRowsQ8K, folded in
+// super-block order as it does: bit for bit on every target and call shape.
+void Q23KInterleavedRows(const MatrixView& w, const float* x, size_t n, float* y, size_t row_begin, size_t row_end);
+
+}  // namespace kvedge
+
+#endif  // KVEDGE_SIMD_MATVEC_Q23K_INTERLEAVED_H_
