@@ -104,9 +104,10 @@ HWY_INLINE int32_t LoadU32(const void* p) {
 // matvec_interleaved.cc's).
 template <size_t V>
 constexpr size_t kPrefetchAhead = V == 1 ? 8192 : 4096;
-constexpr size_t kSuperLines = InterleavedKSuperBytes / 64;  // 36
 
 #if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+constexpr size_t kSuperLines = InterleavedKSuperBytes / 64;  // 36
+
 // Prefetches the lines kAhead bytes past super-block cb + s of the
 // group's chunk span [cb, cb + nsb); near the span's end the stream
 // continues in the next group's span (matvec_interleaved.cc).
