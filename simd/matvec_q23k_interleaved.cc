@@ -111,11 +111,11 @@ HWY_INLINE int32_t LoadU32(const void* p) {
   return v;
 }
 
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 // Prefetch distance: ≥ 8 KiB ahead of the super-block being read (MatVec
 // reads ≈ 1.3–1.8 KiB per super-block of 16 rows).
 constexpr size_t kPrefetchAhead = 8192;
 
-#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 // Prefetches the lines kPrefetchAhead bytes past super-block cb + s's
 // bytes of the group's chunk span [cb, cb + nsb); past the span's end the
 // stream continues in the next group's span.

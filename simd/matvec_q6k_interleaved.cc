@@ -92,9 +92,9 @@ namespace HWY_NAMESPACE {
 
 using q6il::Q6Chunk;
 
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 constexpr size_t kQ6Lines = kILQ6SuperBytes / 64;  // 52
 
-#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 // Prefetch distance: 8 KiB ahead, as the rows kernels' Q4_K/Q5_K pass
 // (4 KiB left MatVec from DRAM at a third of the rows kernel's rate).
 constexpr size_t kQ6PrefetchAhead = 8192;
