@@ -1,9 +1,6 @@
-// Q4_K and Q5_K products in the interleaved layout (WeightLayout::
-// kInterleaved16, model_kernels.h), compiled once per Highway target, on Q8_K
-// activations (QuantizeRowQ8KFast, matvec_kquant.h). Q5_K is Q4_K's
-// super-block plus a plane of fifth bits: its codes are Q4_K's nibbles with
-// bit j of the row's qh line on top (bit 4), 0…31, and everything else is
-// Q4_K's, below.
+// Q4_K products in the interleaved layout (WeightLayout::kInterleaved16,
+// model_kernels.h), compiled once per Highway target, on Q8_K activations
+// (QuantizeRowQ8KFast, matvec_kquant.h).
 //
 // One row per int32 lane, as matvec_interleaved.cc does for the legacy
 // 32-blocks: a 64-byte line holds 4 code bytes (8 weights: 4 of sub-block
@@ -94,17 +91,13 @@ template <size_t V>
 constexpr size_t kPrefetchAhead = V == 1 ? kStreamPrefetchBytes : 4096;
 
 // Prefetches the lines kAhead bytes past super-block cb + s of the
-// group's chunk span [cb, cb + nsb) (super-blocks of kSuper bytes).
-template <size_t kSuper, size_t kAhead>
+// group's chunk span [cb, cb + nsb).
+template <size_t kAhead>
 HWY_INLINE void PrefetchAhead(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, size_t s) {
-  PrefetchStreamAhead<kAhead>(group, group_bytes, cb * kSuper, (cb + nsb) * kSuper, (cb + s) * kSuper,
-                              (cb + s + 1) * kSuper);
+  PrefetchStreamAhead<kAhead>(group, group_bytes, cb * InterleavedKSuperBytes, (cb + nsb) * InterleavedKSuperBytes,
+                              (cb + s) * InterleavedKSuperBytes, (cb + s + 1) * InterleavedKSuperBytes);
 }
 #endif
-
-// Bytes of a 16-row super-block: Q4_K, or Q5_K (kQ5: + its fifth bits).
-template <bool kQ5>
-constexpr size_t kSuperBytes = kQ5 ? kILQ5SuperBytes : InterleavedKSuperBytes;
 
 #if HWY_TARGET == HWY_AVX3_DL
 constexpr size_t kTileVecs = 8;
@@ -118,9 +111,9 @@ KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Dpbusd(__m512i acc, __m512i w, const int8
 
 // y[v·y_stride + row0 + r] (r < valid_rows) for the V vectors xc[0, V)
 // (consecutive: one base register addresses them all) over the chunk's
-// super-blocks [cb, cb + nsb) of the Q4_K (Q5_K: kQ5) group at `group`;
-// the sums continue from y when cb > 0 (same order as one pass).
-template <bool kQ5, size_t V>
+// super-blocks [cb, cb + nsb) of the group at `group`; the sums continue
+// from y when cb > 0 (same order as one pass).
+template <size_t V>
 KVEDGE_ATTR_VNNI512 HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb,
                                             const KChunk* xc, float* y, size_t y_stride, size_t row0,
                                             size_t valid_rows) {
@@ -134,8 +127,8 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void KTile(const uint8_t* group, size_t group_b
   const __m512i low_bytes = _mm512_set1_epi32(0x00FF00FF), byte = _mm512_set1_epi32(0xFF);
   constexpr long long kHighNibble = 0x1020408000000000ll;  // GF(2) affine: bit i ← bit i + 4
   for (size_t s = 0; s < nsb; ++s) {
-    const uint8_t* sb = group + (cb + s) * kSuperBytes<kQ5>;
-    PrefetchAhead<kSuperBytes<kQ5>, kPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
+    const uint8_t* sb = group + (cb + s) * InterleavedKSuperBytes;
+    PrefetchAhead<kPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
     // ggml's scale/min unpacking (UnpackScalesMins in matvec_kquant.cc), one row per lane.
     const __m512i u0 = _mm512_load_si512(sb + kILKScalesOffset);
     const __m512i u1 = _mm512_load_si512(sb + kILKScalesOffset + 64);
@@ -154,17 +147,8 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void KTile(const uint8_t* group, size_t group_b
       const uint8_t* lines = sb + kILKCodesOffset + 64 * 8 * (j / 2);
       for (size_t i = 0; i < 8; ++i) {
         const __m512i line = _mm512_load_si512(lines + 64 * i);
-        if constexpr (kQ5) {
-          // Q5_K: bit j of qh line i as bit 4 (GF(2) affine), ORed onto the nibble.
-          const __m512i qh = _mm512_load_si512(sb + kILQ5QhOffset + 64 * i);
-          const __m512i to4 = _mm512_set1_epi64(static_cast<long long>((1ull << j) << 24));
-          const __m512i hi = _mm512_gf2p8affine_epi64_epi8(qh, to4, 0);
-          w[i] = (j & 1) ? _mm512_or_si512(_mm512_gf2p8affine_epi64_epi8(line, _mm512_set1_epi64(kHighNibble), 0), hi)
-                         : _mm512_ternarylogic_epi32(line, hi, nibble, 0xEC);  // (line & 15) | hi
-        } else {
-          w[i] = (j & 1) ? _mm512_gf2p8affine_epi64_epi8(line, _mm512_set1_epi64(kHighNibble), 0)
-                         : _mm512_and_si512(line, nibble);
-        }
+        w[i] = (j & 1) ? _mm512_gf2p8affine_epi64_epi8(line, _mm512_set1_epi64(kHighNibble), 0)
+                       : _mm512_and_si512(line, nibble);
       }
       for (size_t v = 0; v < V; ++v) {
         const int8_t* q = xc[v].a[s].qs + 32 * j;  // weights 32j…: low nibbles of 64(j/2)…, high of +32
@@ -209,16 +193,14 @@ HWY_INLINE __m256 LoadHalves(const uint8_t* p) {
 }
 
 // As the VNNI KTile. MatVec (V = 1) takes both halves per super-block, so
-// the group streams once; MatMul tiles one half per pass. Q5_K's codes
-// (≤ 31) sum 4 vpmaddubsw pairs in int16 (≤ 4·2·31·128 = 31744) per
-// vpmaddwd, Q4_K's all 8.
-template <bool kQ5, size_t V>
+// the group streams once; MatMul tiles one half per pass.
+template <size_t V>
 HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const KChunk* xc,
                         float* y, size_t y_stride, size_t row0, size_t valid_rows) {
   constexpr size_t kPerPass = V == 1 ? 2 : 1;  // halves per pass
   const __m256i k3f = _mm256_set1_epi32(0x3f3f3f3f), k0f = _mm256_set1_epi32(0x0f0f0f0f);
   const __m256i k03 = _mm256_set1_epi32(0x03030303), nibble = _mm256_set1_epi8(15);
-  const __m256i low_bytes = _mm256_set1_epi32(0x00FF00FF), fifth = _mm256_set1_epi8(16);
+  const __m256i low_bytes = _mm256_set1_epi32(0x00FF00FF);
   for (size_t h0 = 0; h0 * kHalfRows < valid_rows; h0 += kPerPass) {
     size_t rows[kPerPass];  // valid rows of each half in this pass (0: none)
     __m256 sum[kPerPass][V];
@@ -232,8 +214,8 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, siz
       }
     }
     for (size_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = group + (cb + s) * kSuperBytes<kQ5>;
-      if (h0 == 0) PrefetchAhead<kSuperBytes<kQ5>, kPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
+      const uint8_t* sb = group + (cb + s) * InterleavedKSuperBytes;
+      if (h0 == 0) PrefetchAhead<kPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
       for (size_t i = 0; i < kPerPass; ++i) {
         const size_t h = h0 + i, off = 32 * h;
         const __m256i u0 = Load256(sb + kILKScalesOffset + off);
@@ -254,25 +236,14 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, siz
           for (size_t k = 0; k < 8; ++k) {
             const __m256i line = Load256(lines + 64 * k);
             w[k] = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(line, 4) : line, nibble);
-            if constexpr (kQ5) {
-              // bit j of each qh byte to bit 4 (16-bit shifts: what crosses a
-              // byte boundary is masked off).
-              const __m256i qh = Load256(sb + kILQ5QhOffset + 64 * k + off);
-              const __m256i at4 = j < 4 ? _mm256_slli_epi16(qh, static_cast<int>(4 - j))
-                                        : _mm256_srli_epi16(qh, static_cast<int>(j - 4));
-              w[k] = _mm256_or_si256(w[k], _mm256_and_si256(at4, fifth));
-            }
           }
           for (size_t v = 0; v < V; ++v) {
             const int8_t* q = xc[v].a[s].qs + 32 * j;
-            constexpr size_t kPerSum = kQ5 ? 4 : 8;  // vpmaddubsw pairs summed in int16
-            for (size_t k0 = 0; k0 < 8; k0 += kPerSum) {
-              __m256i pairs = _mm256_maddubs_epi16(w[k0], _mm256_set1_epi32(LoadU32(q + 4 * k0)));
-              for (size_t k = k0 + 1; k < k0 + kPerSum; ++k) {
-                pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[k], _mm256_set1_epi32(LoadU32(q + 4 * k))));
-              }
-              isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(pairs, sc));
+            __m256i pairs = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(LoadU32(q)));
+            for (size_t k = 1; k < 8; ++k) {
+              pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[k], _mm256_set1_epi32(LoadU32(q + 4 * k))));
             }
+            isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(pairs, sc));
           }
         }
         const __m256i m02 = _mm256_and_si256(mn03, low_bytes), m13 = _mm256_srli_epi16(mn03, 8);
@@ -306,14 +277,14 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, siz
 // reference's arithmetic), the same f32 folds.
 constexpr size_t kTileVecs = 8;
 
-template <bool kQ5, size_t V>
+template <size_t V>
 HWY_NOINLINE void KTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb, size_t nsb, const KChunk* xc,
                         float* y, size_t y_stride, size_t row0, size_t valid_rows) {
   for (size_t r = 0; r < valid_rows; ++r) {
     float acc[V];
     for (size_t v = 0; v < V; ++v) acc[v] = cb == 0 ? 0.0f : y[v * y_stride + row0 + r];
     for (size_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = group + (cb + s) * kSuperBytes<kQ5>;
+      const uint8_t* sb = group + (cb + s) * InterleavedKSuperBytes;
       uint16_t d, dmin;
       std::memcpy(&d, sb + kILKDOffset + 2 * r, 2);
       std::memcpy(&dmin, sb + kILKDminOffset + 2 * r, 2);
@@ -330,10 +301,7 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb,
             // weight 32j + l: byte 32(j/2) + l of the row's qs, nibble j % 2
             const size_t byte = 32 * (j / 2) + l;
             const uint8_t code = sb[kILKCodesOffset + 64 * (byte / 4) + 4 * r + byte % 4];
-            int w = (code >> (4 * (j % 2))) & 15;
-            // Q5_K: bit j of the row's qh[l] on top
-            if (kQ5) w |= (sb[kILQ5QhOffset + 64 * (l / 4) + 4 * r + l % 4] >> j & 1) << 4;
-            dot += w * a.qs[32 * j + l];
+            dot += ((code >> (4 * (j % 2))) & 15) * a.qs[32 * j + l];
           }
           isum += sc[j] * dot;
           msum += mn[j] * (a.bsums[2 * j] + a.bsums[2 * j + 1]);
@@ -347,8 +315,7 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb,
 }
 #endif
 
-// Q4_K (Q5_K: kQ5) for InterleavedKRows.
-template <bool kQ5>
+// Q4_K for InterleavedKRows.
 struct KFormat {
   using Chunk = KChunk;
   static constexpr size_t kTile = kq4il::kTile, kTileVecs = HWY_NAMESPACE::kTileVecs;
@@ -356,13 +323,12 @@ struct KFormat {
   template <size_t V>
   static void Tile(const MatrixView& /*m*/, const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb,
                    const Chunk* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
-    KTile<kQ5, V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
+    KTile<V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
   }
 };
 
 void KILRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
-  if (m.type == WeightType::kQ5_K) return InterleavedKRows<KFormat<true>>(m, x, n, y, row_begin, row_end);
-  InterleavedKRows<KFormat<false>>(m, x, n, y, row_begin, row_end);
+  InterleavedKRows<KFormat>(m, x, n, y, row_begin, row_end);
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
@@ -377,9 +343,8 @@ HWY_EXPORT(KILRowsT);
 
 void KQuantInterleavedRows(const MatrixView& w, const float* x, size_t n, float* y, size_t row_begin,
                            size_t row_end) {
-  if ((w.type != WeightType::kQ4_K && w.type != WeightType::kQ5_K) || w.layout != WeightLayout::kInterleaved16) {
-    std::fprintf(stderr, "%s:%d: %s: not an interleaved Q4_K/Q5_K matrix\n", __FILE__, __LINE__,
-                 WeightTypeName(w.type));
+  if (w.type != WeightType::kQ4_K || w.layout != WeightLayout::kInterleaved16) {
+    std::fprintf(stderr, "%s:%d: %s: not an interleaved Q4_K matrix\n", __FILE__, __LINE__, WeightTypeName(w.type));
     std::abort();
   }
   HWY_DYNAMIC_DISPATCH(KILRowsT)(w, x, n, y, row_begin, row_end);

@@ -45,12 +45,6 @@ namespace kvedge {
 //         256 + 64v + 4r (GGUF's nibble pairs as they are: vector v's low
 //         nibbles are weights 64(v/8) + 4(v%8) + t of sub-block 2(v/8), its
 //         high nibbles the weights 32 further, of sub-block 2(v/8) + 1).
-//     Q5_K: Q4_K's super-block followed by the fifth bits, kILQ5SuperBytes
-//       (2816 = 16 × 176) each: +2304 qh: [8][16 rows][4 bytes], bytes
-//       qh[4u … 4u+3] of row r at 2304 + 64u + 4r (bit j of byte t of line
-//       u is the fifth bit of weight 32j + 4u + t, sub-block j: code vector
-//       v's low nibbles take bit 2(v/8), its high nibbles bit 2(v/8) + 1,
-//       of qh line v%8).
 //     Q6_K (super-blocks of 256): group g is its super-blocks' scales and
 //     codes in order, kILQ6SuperBytes (3328 = 16 × 208) each, then the d of
 //     all of them, [nsb][16 rows] f16 (so every super-block starts on a
@@ -87,11 +81,11 @@ struct MatrixView {
   WeightLayout layout = WeightLayout::kRows;
 };
 
-// The types with a kInterleaved16 layout: the legacy 32-blocks, Q4_K, Q5_K, Q6_K, Q3_K and Q2_K.
+// The types with a kInterleaved16 layout: the legacy 32-blocks, Q4_K, Q6_K, Q3_K and Q2_K.
 inline constexpr bool IsInterleavable(WeightType t) {
   return t == WeightType::kQ8_0 || t == WeightType::kQ4_0 || t == WeightType::kQ4_1 || t == WeightType::kQ5_0 ||
-         t == WeightType::kQ5_1 || t == WeightType::kIQ4_NL || t == WeightType::kQ4_K || t == WeightType::kQ5_K ||
-         t == WeightType::kQ6_K || t == WeightType::kQ3_K || t == WeightType::kQ2_K;
+         t == WeightType::kQ5_1 || t == WeightType::kIQ4_NL || t == WeightType::kQ4_K || t == WeightType::kQ6_K ||
+         t == WeightType::kQ3_K || t == WeightType::kQ2_K;
 }
 // Q3_K's interleaved pairs of super-blocks (the layout above): d of
 // super-block s and its body, relative to the group; the body's parts.
@@ -109,8 +103,6 @@ inline constexpr size_t kILQ2DOffset = 0, kILQ2DminOffset = 32, kILQ2ScalesOffse
 // Interleaved*Offset functions below describe the legacy 32-blocks only.
 inline constexpr size_t InterleavedKSuperBytes = 16 * 144;
 inline constexpr size_t kILKDOffset = 0, kILKDminOffset = 32, kILKScalesOffset = 64, kILKCodesOffset = 256;
-// Q5_K's: Q4_K's parts at the same offsets, then the fifth bits.
-inline constexpr size_t kILQ5SuperBytes = 16 * 176, kILQ5QhOffset = InterleavedKSuperBytes;
 // Q6_K's interleaved super-block of 16 rows without its d (layout above),
 // the offsets inside it, and where the d array of a group starts.
 inline constexpr size_t kILQ6SuperBytes = 16 * 208;

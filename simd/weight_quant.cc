@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
 
 #include "simd/float16.h"
 
@@ -23,24 +22,9 @@ void CheckBlockMultiple(size_t n, const char* what) {
   }
 }
 
-// Where the bytes of a Q4_K / Q5_K super-block go in its 16-row group's
-// super-block (layout: model_kernels.h), row i: copy(group_offset,
-// block_offset, bytes) per run.
-template <class Block, class F>
-void ForQ45KRuns(size_t i, const F& copy) {
-  copy(kILKDOffset + 2 * i, offsetof(Block, d), 2);
-  copy(kILKDminOffset + 2 * i, offsetof(Block, dmin), 2);
-  for (size_t k = 0; k < 3; ++k) copy(kILKScalesOffset + 64 * k + 4 * i, offsetof(Block, scales) + 4 * k, 4);
-  for (size_t v = 0; v < 32; ++v) copy(kILKCodesOffset + 64 * v + 4 * i, offsetof(Block, qs) + 4 * v, 4);
-  if constexpr (std::is_same_v<Block, BlockQ5_K>) {
-    for (size_t u = 0; u < 8; ++u) copy(kILQ5QhOffset + 64 * u + 4 * i, offsetof(Block, qh) + 4 * u, 4);
-  }
-}
-
-// InterleaveGroups for Q4_K and Q5_K: each row's super-block spread over its
-// group's super-block, byte for byte.
-template <class Block>
-void InterleaveGroupsQ45K(const MatrixView& src, size_t group_begin, size_t group_end, uint8_t* dst) {
+// InterleaveGroups for Q4_K (layout: model_kernels.h): each row's 144-byte
+// super-block spread over its group's super-block, byte for byte.
+void InterleaveGroupsQ4K(const MatrixView& src, size_t group_begin, size_t group_end, uint8_t* dst) {
   const size_t nsb = src.cols / kSuperBlock;
   const size_t row_bytes = WeightRowBytes(src.type, src.cols);
   const size_t group_bytes = InterleavedGroupBytes(src.type, src.cols);
@@ -49,11 +33,14 @@ void InterleaveGroupsQ45K(const MatrixView& src, size_t group_begin, size_t grou
     uint8_t* group = dst + g * group_bytes;
     std::fill(group, group + group_bytes, uint8_t{0});  // missing rows: d = dmin = 0, zero weights
     for (size_t i = 0; i < kInterleaveRows && g * kInterleaveRows + i < src.rows; ++i) {
-      const uint8_t* row = rows + (g * kInterleaveRows + i) * row_bytes;
+      const auto* blocks = reinterpret_cast<const BlockQ4_K*>(rows + (g * kInterleaveRows + i) * row_bytes);
       for (size_t s = 0; s < nsb; ++s) {
-        uint8_t* sb = group + s * sizeof(Block) * kInterleaveRows;
-        const uint8_t* block = row + s * sizeof(Block);
-        ForQ45KRuns<Block>(i, [&](size_t to, size_t from, size_t n) { std::memcpy(sb + to, block + from, n); });
+        const BlockQ4_K& b = blocks[s];
+        uint8_t* sb = group + s * InterleavedKSuperBytes;
+        std::memcpy(sb + kILKDOffset + 2 * i, &b.d, 2);
+        std::memcpy(sb + kILKDminOffset + 2 * i, &b.dmin, 2);
+        for (size_t k = 0; k < 3; ++k) std::memcpy(sb + kILKScalesOffset + 64 * k + 4 * i, b.scales + 4 * k, 4);
+        for (size_t v = 0; v < 32; ++v) std::memcpy(sb + kILKCodesOffset + 64 * v + 4 * i, b.qs + 4 * v, 4);
       }
     }
   }
@@ -144,21 +131,15 @@ void ReadInterleavedQ23K(const MatrixView& w, size_t r, size_t s, void* out) {
   });
 }
 
-namespace {
-
-template <class Block>
-void ReadInterleavedQ45K(const MatrixView& w, size_t r, size_t s, Block* out) {
+void ReadInterleavedQ4K(const MatrixView& w, size_t r, size_t s, BlockQ4_K* out) {
   const uint8_t* sb = static_cast<const uint8_t*>(w.data) + r / kInterleaveRows * InterleavedGroupBytes(w.type, w.cols) +
-                      s * sizeof(Block) * kInterleaveRows;
-  auto* block = reinterpret_cast<uint8_t*>(out);
-  ForQ45KRuns<Block>(r % kInterleaveRows,
-                     [&](size_t from, size_t to, size_t n) { std::memcpy(block + to, sb + from, n); });
+                      s * InterleavedKSuperBytes;
+  const size_t i = r % kInterleaveRows;
+  std::memcpy(&out->d, sb + kILKDOffset + 2 * i, 2);
+  std::memcpy(&out->dmin, sb + kILKDminOffset + 2 * i, 2);
+  for (size_t k = 0; k < 3; ++k) std::memcpy(out->scales + 4 * k, sb + kILKScalesOffset + 64 * k + 4 * i, 4);
+  for (size_t v = 0; v < 32; ++v) std::memcpy(out->qs + 4 * v, sb + kILKCodesOffset + 64 * v + 4 * i, 4);
 }
-
-}  // namespace
-
-void ReadInterleavedQ4K(const MatrixView& w, size_t r, size_t s, BlockQ4_K* out) { ReadInterleavedQ45K(w, r, s, out); }
-void ReadInterleavedQ5K(const MatrixView& w, size_t r, size_t s, BlockQ5_K* out) { ReadInterleavedQ45K(w, r, s, out); }
 
 void QuantizeRowQ8_0(const float* x, size_t n, BlockQ8_0* out) {
   CheckBlockMultiple(n, "QuantizeRowQ8_0");
@@ -204,8 +185,7 @@ void InterleaveGroups(const MatrixView& src, size_t group_begin, size_t group_en
                  WeightTypeName(src.type));
     std::abort();
   }
-  if (src.type == WeightType::kQ4_K) return InterleaveGroupsQ45K<BlockQ4_K>(src, group_begin, group_end, dst);
-  if (src.type == WeightType::kQ5_K) return InterleaveGroupsQ45K<BlockQ5_K>(src, group_begin, group_end, dst);
+  if (src.type == WeightType::kQ4_K) return InterleaveGroupsQ4K(src, group_begin, group_end, dst);
   if (src.type == WeightType::kQ6_K) return InterleaveGroupsQ6K(src, group_begin, group_end, dst);
   if (src.type == WeightType::kQ3_K || src.type == WeightType::kQ2_K) {
     return InterleaveGroupsQ23K(src, group_begin, group_end, dst);

@@ -62,10 +62,9 @@ void QuantizeRowBF16(const float* x, size_t n, uint16_t* out);
 void InterleaveGroups(const MatrixView& src, size_t group_begin, size_t group_end, uint8_t* dst);
 // The view of a matrix interleaved at dst.
 MatrixView InterleavedView(const MatrixView& src, const uint8_t* dst);
-// Super-block s of row r of an interleaved Q4_K (Q5_K) matrix w, read back
-// into its GGUF bytes (the inverse of InterleaveGroups).
+// Super-block s of row r of an interleaved Q4_K matrix w, read back into
+// its GGUF bytes (the inverse of InterleaveGroups).
 void ReadInterleavedQ4K(const MatrixView& w, size_t r, size_t s, BlockQ4_K* out);
-void ReadInterleavedQ5K(const MatrixView& w, size_t r, size_t s, BlockQ5_K* out);
 // The same for Q6_K.
 void ReadInterleavedQ6K(const MatrixView& w, size_t r, size_t s, BlockQ6_K* out);
 // The same for Q3_K and Q2_K: out is a BlockQ3_K or BlockQ2_K as w.type.
