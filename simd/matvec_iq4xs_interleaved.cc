@@ -45,26 +45,24 @@
 #define HWY_TARGET_INCLUDE "simd/matvec_iq4xs_interleaved.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "simd/kquant_interleaved_common-inl.h"  // kil::, InterleavedKRows, PrefetchStreamAhead
 
 #ifndef KVEDGE_SIMD_MATVEC_IQ4XS_INTERLEAVED_ONCE_
 #define KVEDGE_SIMD_MATVEC_IQ4XS_INTERLEAVED_ONCE_
 namespace kvedge {
 namespace iq4xsil {
 
-// Activations are quantized per chunk of this many super-blocks (4096
-// columns) and input vector.
-constexpr size_t kChunkSuperBlocks = 16;
 // Input vectors quantized at a time; each group's chunk streams once per tile.
 constexpr size_t kTile = 8;
 
 // One input vector's Q8_K activations over one chunk, plus per super-block
 // −128 × the activation sum of each sub-block of 32 (the AVX3_DL dots' start).
 struct XChunk {
-  BlockQ8_K a[kChunkSuperBlocks];
-  int32_t offset[kChunkSuperBlocks][8];
+  BlockQ8_K a[kil::kChunkSuperBlocks];
+  int32_t offset[kil::kChunkSuperBlocks][8];
 };
 
-// x: f32 [nsb·256] → c (nsb ≤ kChunkSuperBlocks).
+// x: f32 [nsb·256] → c (nsb ≤ kil::kChunkSuperBlocks).
 inline void PrepareXChunk(const float* x, size_t nsb, XChunk* c) {
   QuantizeRowQ8KFast(x, c->a, nsb * kSuperBlock);
   for (size_t s = 0; s < nsb; ++s) {
@@ -82,28 +80,18 @@ namespace HWY_NAMESPACE {
 
 using iq4xsil::XChunk;
 
-// Software prefetch distance in bytes along the group stream, as
-// matvec_kquant_interleaved.cc's: MatVec 8 KiB, batched tiles 4 KiB.
-template <size_t V>
-constexpr size_t kXPrefetchAhead = V == 1 ? 8192 : 4096;
-
 #if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-HWY_INLINE int32_t LoadU32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
+// MatVec streams at kStreamPrefetchBytes ahead, batched tiles 4 KiB (as
+// matvec_kquant_interleaved.cc's).
+template <size_t V>
+constexpr size_t kPrefetchAhead = V == 1 ? kStreamPrefetchBytes : 4096;
 
-// Prefetches the lines kAhead bytes past super-block cb + s of the group's
-// chunk span [cb, cb + nsb); near the span's end the stream continues in
-// the next group's span (matvec_interleaved.cc).
+// Prefetches the lines kAhead bytes past super-block cb + s of the
+// group's chunk span [cb, cb + nsb).
 template <size_t kAhead>
 HWY_INLINE void PrefetchAhead(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, size_t s) {
-  const size_t chunk_begin = cb * kILXSuperBytes, chunk_bytes = nsb * kILXSuperBytes;
-  const size_t at = s * kILXSuperBytes + kAhead;
-  const char* ahead = reinterpret_cast<const char*>(group) + chunk_begin +
-                      (at < chunk_bytes ? at : group_bytes + at - chunk_bytes);
-  for (size_t l = 0; l < kILXSuperBytes / 64; ++l) _mm_prefetch(ahead + 64 * l, _MM_HINT_T0);
+  PrefetchStreamAhead<kAhead>(group, group_bytes, cb * kILXSuperBytes, (cb + nsb) * kILXSuperBytes,
+                              (cb + s) * kILXSuperBytes, (cb + s + 1) * kILXSuperBytes);
 }
 #endif
 
@@ -137,7 +125,7 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void XTile(const uint8_t* group, size_t group_b
   constexpr long long kHighNibble = 0x1020408000000000ll;  // GF(2) affine: bit i ← bit i + 4
   for (size_t s = 0; s < nsb; ++s) {
     const uint8_t* sb = group + (cb + s) * kILXSuperBytes;
-    PrefetchAhead<kXPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
+    PrefetchAhead<kPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
     const __m512i lo = _mm512_load_si512(sb + kILXScalesLOffset);
     const __m512i hi = _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + kILXScalesHOffset)));
     __m512i isum[V];
@@ -201,7 +189,7 @@ HWY_NOINLINE void XTile(const uint8_t* group, size_t group_bytes, size_t cb, siz
     }
     for (size_t s = 0; s < nsb; ++s) {
       const uint8_t* sb = group + (cb + s) * kILXSuperBytes;
-      if (h0 == 0) PrefetchAhead<kXPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
+      if (h0 == 0) PrefetchAhead<kPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
       for (size_t i = 0; i < kPerPass; ++i) {
         const size_t h = h0 + i;
         const __m256i lo = Load256(sb + kILXScalesLOffset + 32 * h);
@@ -285,42 +273,20 @@ HWY_NOINLINE void XTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb,
 }
 #endif
 
-// Rows [row_begin, row_end) (row_begin a multiple of 16) × n input vectors;
-// Y[v][rows]. Input tiles of iq4xsil::kTile vectors are quantized per chunk;
-// each group's chunk span streams once per tile of up to kTileVecs.
-void IQ4XSRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
-  const size_t nsb_row = m.cols / kSuperBlock;
-  const size_t group_bytes = InterleavedGroupBytes(m.type, m.cols);
-  const uint8_t* base = static_cast<const uint8_t*>(m.data);
-  HWY_ALIGN XChunk xc[iq4xsil::kTile];
-  for (size_t v0 = 0; v0 < n; v0 += iq4xsil::kTile) {
-    const size_t nv = std::min(iq4xsil::kTile, n - v0);
-    for (size_t cb = 0; cb < nsb_row; cb += iq4xsil::kChunkSuperBlocks) {
-      const size_t nsb = std::min(iq4xsil::kChunkSuperBlocks, nsb_row - cb);
-      for (size_t v = 0; v < nv; ++v) iq4xsil::PrepareXChunk(x + (v0 + v) * m.cols + cb * kSuperBlock, nsb, xc + v);
-      for (size_t r = row_begin; r < row_end; r += kInterleaveRows) {
-        const uint8_t* group = base + (r / kInterleaveRows) * group_bytes;
-        const size_t valid = std::min(kInterleaveRows, row_end - r);
-        float* yv = y + v0 * m.rows;
-        for (size_t v = 0; v < nv;) {
-          const XChunk* xv = xc + v;
-          if (kTileVecs == 8 && nv - v >= 8) {
-            XTile<kTileVecs>(group, group_bytes, cb, nsb, xv, yv + v * m.rows, m.rows, r, valid);
-            v += 8;
-          } else if (nv - v >= 4) {
-            XTile<4>(group, group_bytes, cb, nsb, xv, yv + v * m.rows, m.rows, r, valid);
-            v += 4;
-          } else if (nv - v >= 2) {
-            XTile<2>(group, group_bytes, cb, nsb, xv, yv + v * m.rows, m.rows, r, valid);
-            v += 2;
-          } else {
-            XTile<1>(group, group_bytes, cb, nsb, xv, yv + v * m.rows, m.rows, r, valid);
-            v += 1;
-          }
-        }
-      }
-    }
+// IQ4_XS for InterleavedKRows.
+struct XFormat {
+  using Chunk = XChunk;
+  static constexpr size_t kTile = iq4xsil::kTile, kTileVecs = HWY_NAMESPACE::kTileVecs;
+  static void Prepare(const float* x, size_t nsb, Chunk* c) { iq4xsil::PrepareXChunk(x, nsb, c); }
+  template <size_t V>
+  static void Tile(const MatrixView& /*m*/, const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb,
+                   const Chunk* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
+    XTile<V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
   }
+};
+
+void IQ4XSRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
+  InterleavedKRows<XFormat>(m, x, n, y, row_begin, row_end);
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -4,23 +4,19 @@
 // product (ref::MatVecRowsQ8K on the GGUF rows, bit for bit), MatMul and
 // threads against MatVec, on both layouts.
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
+#include <iterator>
 #include <random>
 #include <vector>
 
-#include "platform/thread_arena.h"
-#include "simd/float16.h"
-#include "simd/matvec_kquant.h"
 #include "simd/model_kernels.h"
 #include "simd/model_kernels_ref.h"
 #include "simd/weight_format.h"
 #include "simd/weight_quant.h"
 #include "tests/testing/random_weights.h"
+#include "tests/testing/test_scale.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tests/simd/matvec_iq4xs_interleaved_test.cc"
@@ -33,67 +29,31 @@
 namespace kvedge {
 namespace {
 
-// An interleaved copy of a kRows matrix, owning its 64-byte aligned bytes.
-struct InterleavedMatrix {
-  std::vector<uint64_t> storage;
-  MatrixView view;
-};
-
-InterleavedMatrix Interleave(const MatrixView& src) {
-  InterleavedMatrix m;
-  const size_t bytes = MatrixBytes(src.type, WeightLayout::kInterleaved16, src.rows, src.cols);
-  m.storage.assign(bytes / 8 + 8, 0);
-  auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(m.storage.data()) + 63) & ~uintptr_t{63});
-  InterleaveGroups(src, 0, InterleavedGroups(src.rows), base);
-  m.view = InterleavedView(src, base);
-  return m;
-}
-
-// N(0, 1) activations with a zero super-block and an outlier when long enough.
-std::vector<float> RandomVector(size_t n, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& f : v) f = dist(rng);
-  if (n >= 3 * kSuperBlock) {
-    std::fill(v.begin() + kSuperBlock, v.begin() + 2 * kSuperBlock, 0.0f);
-    v[2 * kSuperBlock + 7] = 40.0f;
-  }
-  return v;
-}
-
-const WeightType kTypes[] = {WeightType::kIQ4_XS};
-
 // Lossless: every super-block reads back to its GGUF bytes, every weight
 // dequantizes the same, padded rows are zero weights; a group is the 16
-// rows' GGUF bytes, 64-byte lines.
+// rows' GGUF bytes, in 64-byte lines.
 TEST(IQ4XSInterleavedLayoutTest, RoundTrip) {
   std::mt19937 rng(71);
-  for (WeightType t : kTypes) {
-    EXPECT_TRUE(IsInterleavable(t));
-    const size_t block_bytes = GetWeightFormat(t).block_bytes;
-    for (size_t rows : {1u, 16u, 17u, 40u}) {
-      for (size_t cols : {256u, 768u, 1024u, 4096u + 256u}) {
-        const TestMatrix m = RandomMatrix(t, rows, cols, rng);
-        const InterleavedMatrix il = Interleave(m.view);
-        const size_t groups = (rows + 15) / 16, nsb = cols / kSuperBlock;
-        const size_t group_bytes = InterleavedGroupBytes(t, cols);
-        EXPECT_EQ(group_bytes, 16 * WeightRowBytes(t, cols));
-        EXPECT_EQ(group_bytes % 64, 0u);
-        EXPECT_EQ(MatrixBytes(t, WeightLayout::kInterleaved16, rows, cols), groups * group_bytes);
-        for (size_t r = 0; r < groups * 16; ++r) {
-          for (size_t s = 0; s < nsb; ++s) {
-            BlockIQ4_XS back;
-            ReadInterleavedQ23K(il.view, r, s, &back);
-            std::vector<uint8_t> want(block_bytes, 0);
-            if (r < rows) std::memcpy(want.data(), m.bytes.data() + (r * nsb + s) * block_bytes, block_bytes);
-            ASSERT_EQ(std::memcmp(&back, want.data(), block_bytes), 0)
-                << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r << " s=" << s;
-          }
-          for (size_t c = 0; c < cols; c += 37) {
-            const float want = r < rows ? ref::DequantizeWeight(m.view, r, c) : 0.0f;
-            ASSERT_EQ(ref::DequantizeWeight(il.view, r, c), want)
-                << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r << " c=" << c;
-          }
+  const WeightType t = WeightType::kIQ4_XS;
+  EXPECT_TRUE(IsInterleavable(t));
+  for (size_t rows : {1u, 16u, 17u, 40u}) {
+    for (size_t cols : {256u, 768u, 4096u + 256u}) {
+      const TestMatrix m = RandomMatrix(t, rows, cols, rng);
+      const TestMatrix il = InterleavedCopy(m.view);
+      const size_t groups = (rows + 15) / 16, nsb = cols / kSuperBlock;
+      EXPECT_EQ(InterleavedGroupBytes(t, cols), 16 * WeightRowBytes(t, cols));
+      EXPECT_EQ(InterleavedGroupBytes(t, cols) % 64, 0u);
+      EXPECT_EQ(MatrixBytes(t, WeightLayout::kInterleaved16, rows, cols), groups * InterleavedGroupBytes(t, cols));
+      for (size_t r = 0; r < groups * 16; ++r) {
+        for (size_t s = 0; s < nsb; ++s) {
+          BlockIQ4_XS back, want = {};
+          ReadInterleavedQ23K(il.view, r, s, &back);
+          if (r < rows) std::memcpy(&want, m.bytes.data() + (r * nsb + s) * sizeof(want), sizeof(want));
+          ASSERT_EQ(std::memcmp(&back, &want, sizeof(want)), 0) << rows << "x" << cols << " r=" << r << " s=" << s;
+        }
+        for (size_t c = 0; c < cols; c += 37) {
+          const float want = r < rows ? ref::DequantizeWeight(m.view, r, c) : 0.0f;
+          ASSERT_EQ(ref::DequantizeWeight(il.view, r, c), want) << rows << "x" << cols << " r=" << r << " c=" << c;
         }
       }
     }
@@ -112,118 +72,50 @@ namespace HWY_NAMESPACE {
 // 64 (matvec_kquant.cc's chunk).
 const size_t kCols[] = {256, 3 * 256, 2048, 4096 + 256, 16384 + 512};
 
-// Under qemu and the sanitizers (KVEDGE_TEST_SCALE < 1) the MatMul sweep
-// takes an odd short row (768 columns) instead of the long one: the same
-// tiles and tails (and an odd super-block count), a sixth of the emulated work.
-inline bool QuickRun() {
-  const char* scale = std::getenv("KVEDGE_TEST_SCALE");  // as testing::ScaledCount reads it
-  return scale != nullptr && std::atof(scale) < 1.0;
-}
-
 // MatVec on the interleaved copy == the Q8_K reference on the GGUF rows ==
-// the reference reading the interleaved copy, bit for bit; rows that fill
-// groups and rows that leave the last group partial.
+// the reference reading the interleaved copy, bit for bit; row ranges.
 void TestInterleavedIQ4XSEqualsQ8KReference() {
-  std::mt19937 rng(73);
-  for (WeightType t : kTypes) {
-  for (size_t cols : kCols) {
-    for (size_t rows : {1u, 3u, 16u, 17u, 40u}) {
-      const TestMatrix m = RandomMatrix(t, rows, cols, rng);
-      const InterleavedMatrix il = Interleave(m.view);
-      const std::vector<float> x = RandomVector(cols, rng);
-      std::vector<float> y(rows), want(rows), back(rows);
-      MatVec(il.view, x.data(), y.data(), nullptr);
-      ref::MatVecRowsQ8K(m.view, x.data(), want.data(), 0, rows);
-      ref::MatVecRowsQ8K(il.view, x.data(), back.data(), 0, rows);
-      for (size_t r = 0; r < rows; ++r) {
-        ASSERT_EQ(y[r], want[r]) << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r;
-        ASSERT_EQ(back[r], want[r]) << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r;
-      }
-    }
-  }
-  }
+  ExpectInterleavedKQuantEqualsQ8KReference({WeightType::kIQ4_XS}, {std::begin(kCols), std::end(kCols)}, 73);
 }
 
 // Extreme blocks: every byte but d 0x00, 0xFF, 0xAA or 0x55 (levels −127
-// and 113 everywhere, scales −32 and 31) against activations whose codes
-// are all ±127 (one sign, alternating, by halves of 32): the largest int16
-// pairs of the AVX2 path, the largest dots of the AVX3_DL one and the
-// largest S; bit for bit.
+// and 113 everywhere, scales −32 and 31) against activations whose codes are
+// all ±127 (one sign, alternating, by halves of 32): the largest int16 pairs
+// of the AVX2 path, the largest dots of the AVX3_DL one and the largest S;
+// MatVec and an 8-vector MatMul tile, bit for bit.
 void TestInterleavedIQ4XSExtremeBlocks() {
   std::mt19937 rng(79);
-  const size_t cols = 3 * kSuperBlock, rows = 19;
-  for (WeightType t : kTypes) {
-  const size_t block_bytes = GetWeightFormat(t).block_bytes, keep = sizeof(uint16_t);  // d, first
+  const size_t cols = 3 * kSuperBlock, rows = 19, n = 8;
   for (uint8_t fill : {uint8_t{0x00}, uint8_t{0xFF}, uint8_t{0xAA}, uint8_t{0x55}}) {
-    TestMatrix m = RandomMatrix(t, rows, cols, rng);
-    for (size_t off = 0; off < m.bytes.size(); off += block_bytes) {
-      std::fill(m.bytes.begin() + off + keep, m.bytes.begin() + off + block_bytes, fill);
+    TestMatrix m = RandomMatrix(WeightType::kIQ4_XS, rows, cols, rng);
+    for (size_t off = 0; off < m.bytes.size(); off += sizeof(BlockIQ4_XS)) {
+      std::fill(m.bytes.begin() + off + sizeof(uint16_t), m.bytes.begin() + off + sizeof(BlockIQ4_XS), fill);  // d first
     }
-    const InterleavedMatrix il = Interleave(m.view);
-    for (int pattern = 0; pattern < 3; ++pattern) {
-      std::vector<float> x(cols);
-      for (size_t i = 0; i < cols; ++i) {
-        const float sign = pattern == 0 ? 1.0f : pattern == 1 ? (i % 2 == 0 ? 1.0f : -1.0f) : (i % 64 < 32 ? -1.0f : 1.0f);
-        x[i] = 3.0f * sign;
-      }
-      std::vector<float> y(rows), want(rows);
-      MatVec(il.view, x.data(), y.data(), nullptr);
-      ref::MatVecRowsQ8K(m.view, x.data(), want.data(), 0, rows);
+    const TestMatrix il = InterleavedCopy(m.view);
+    std::vector<float> x(n * cols);  // [n][cols]: vector v has sign pattern v % 3
+    for (size_t i = 0; i < x.size(); ++i) {
+      const size_t pattern = i / cols % 3, c = i % cols;
+      x[i] = pattern == 0 ? 3.0f : pattern == 1 ? (c % 2 == 0 ? 3.0f : -3.0f) : (c % 64 < 32 ? -3.0f : 3.0f);
+    }
+    std::vector<float> y(n * rows), want(rows);
+    MatMul(il.view, x.data(), n, y.data(), nullptr);
+    for (size_t v = 0; v < n; ++v) {
+      ref::MatVecRowsQ8K(m.view, x.data() + v * cols, want.data(), 0, rows);
       for (size_t r = 0; r < rows; ++r) {
-        ASSERT_EQ(y[r], want[r]) << WeightTypeName(t) << " fill=" << int{fill} << " pattern=" << pattern << " r=" << r;
+        ASSERT_EQ(y[v * rows + r], want[r]) << "fill=" << int{fill} << " v=" << v << " r=" << r;
       }
     }
-  }
   }
 }
 
 // MatMul (tiles of 8, 4, 2, 1 vectors and their tails) and multi-threaded
 // MatVec equal single-threaded MatVec bit for bit on both layouts, and the
-// interleaved results equal the rows' ones.
+// interleaved results equal the rows' ones. Under qemu and the sanitizers
+// (KVEDGE_TEST_SCALE < 1) the long row shrinks to 768 columns.
 void TestInterleavedIQ4XSMatMulAndThreads() {
-  std::mt19937 rng(83);
-  std::unique_ptr<ThreadArena> arena = ThreadArena::Create(3).value();
-  for (WeightType t : kTypes) {
-  for (size_t cols : {size_t{512}, QuickRun() ? size_t{768} : size_t{4096 + 512}}) {
-    for (size_t rows : {size_t{37}, size_t{64}}) {
-      const TestMatrix m = RandomMatrix(t, rows, cols, rng);
-      const InterleavedMatrix il = Interleave(m.view);
-      for (size_t n : {1u, 2u, 3u, 4u, 5u, 8u, 9u, 15u}) {
-        const std::vector<float> x = RandomVector(n * cols, rng);  // [n][cols]
-        ASSERT_NO_FATAL_FAILURE(ExpectMatMulEqualsMatVec(m.view, x, n, arena.get()));
-        ASSERT_NO_FATAL_FAILURE(ExpectMatMulEqualsMatVec(il.view, x, n, arena.get()));
-        std::vector<float> y_rows(n * rows), y_il(n * rows);
-        MatMul(m.view, x.data(), n, y_rows.data(), nullptr);
-        MatMul(il.view, x.data(), n, y_il.data(), arena.get());
-        for (size_t i = 0; i < n * rows; ++i) ASSERT_EQ(y_il[i], y_rows[i]) << WeightTypeName(t) << " n=" << n << " i=" << i;
-      }
-    }
-  }
-  }
-}
-
-// Row ranges of whole groups (the last one partial) write those rows only.
-void TestInterleavedIQ4XSRowRanges() {
-  std::mt19937 rng(89);
-  const size_t rows = 40, cols = 512;
-  for (WeightType t : kTypes) {
-  const TestMatrix m = RandomMatrix(t, rows, cols, rng);
-  const InterleavedMatrix il = Interleave(m.view);
-  const std::vector<float> x = RandomVector(cols, rng);
-  std::vector<float> want(rows);
-  ref::MatVecRowsQ8K(m.view, x.data(), want.data(), 0, rows);
-  for (size_t begin = 0; begin < rows; begin += 16) {
-    for (size_t end : {begin + 16, rows}) {
-      if (end > rows || end <= begin) continue;
-      std::vector<float> y(rows, -7.0f);
-      MatVecRows(il.view, x.data(), y.data(), begin, end);
-      for (size_t r = 0; r < rows; ++r) {
-        ASSERT_EQ(y[r], r >= begin && r < end ? want[r] : -7.0f)
-            << WeightTypeName(t) << " [" << begin << ", " << end << ") r=" << r;
-      }
-    }
-  }
-  }
+  const size_t long_cols = static_cast<size_t>(ScaledCount(4096 + 512, 768)) / kSuperBlock * kSuperBlock;
+  ExpectMatMulEqualsMatVecForTypes({WeightType::kIQ4_XS}, {512, long_cols}, 83, RandomKQuantActivations,
+                                   {{37, 64}, {1, 2, 3, 4, 5, 8, 9, 15}, true});
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
@@ -238,7 +130,6 @@ HWY_BEFORE_TEST(IQ4XSInterleavedTest);
 HWY_EXPORT_AND_TEST_P(IQ4XSInterleavedTest, TestInterleavedIQ4XSEqualsQ8KReference);
 HWY_EXPORT_AND_TEST_P(IQ4XSInterleavedTest, TestInterleavedIQ4XSExtremeBlocks);
 HWY_EXPORT_AND_TEST_P(IQ4XSInterleavedTest, TestInterleavedIQ4XSMatMulAndThreads);
-HWY_EXPORT_AND_TEST_P(IQ4XSInterleavedTest, TestInterleavedIQ4XSRowRanges);
 
 }  // namespace kvedge
 #endif  // HWY_ONCE
