@@ -1,8 +1,9 @@
 // The parts every interleaved K-quant kernel file (matvec_kquant_
 // interleaved.cc: Q4_K, matvec_q6k_interleaved.cc, matvec_q23k_
-// interleaved.cc: Q3_K, Q2_K) shares: the activation chunking, the int16
-// pair packing of the chunks' sums, the software prefetch along a group's
-// stream and the driver that walks vectors × chunks × 16-row groups and
+// interleaved.cc: Q3_K, Q2_K, matvec_iq4xs_interleaved.cc: IQ4_XS) shares:
+// the activation chunking, the int16 pair packing of the chunks' sums, the
+// AVX3_DL broadcast vpdpbusd, the software prefetch along a group's stream
+// and the driver that walks vectors × chunks × 16-row groups and
 // calls a format's group kernel. A format supplies a chunk type (one input
 // vector's Q8_K activations over one chunk plus the sums its kernels
 // broadcast), its preparation, and its group kernels (Format below).
@@ -46,6 +47,7 @@ inline int32_t PackPair(int lo, int hi) {
 #include "hwy/highway.h"
 #include "simd/model_kernels.h"
 #include "simd/weight_format.h"
+#include "simd/x86_vnni.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kvedge {
@@ -84,6 +86,15 @@ HWY_INLINE void PrefetchStreamAhead(const uint8_t* group, size_t group_bytes, si
   for (size_t off = from + kAhead; off < to + kAhead; off += 64) {
     _mm_prefetch(StreamAt(group, group_bytes, span_begin, span_end, off), _MM_HINT_T0);
   }
+}
+#endif
+
+#if HWY_TARGET == HWY_AVX3_DL
+// acc += vpdpbusd(w, the 4 int8 codes at q broadcast to every lane), the
+// broadcast in the memory operand (matvec_interleaved.cc's DpbusdBroadcast).
+KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Dpbusd(__m512i acc, __m512i w, const int8_t* q) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(q)));
+  return acc;
 }
 #endif
 

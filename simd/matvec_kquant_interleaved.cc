@@ -102,13 +102,6 @@ HWY_INLINE void PrefetchAhead(const uint8_t* group, size_t group_bytes, size_t c
 #if HWY_TARGET == HWY_AVX3_DL
 constexpr size_t kTileVecs = 8;
 
-// acc += vpdpbusd(w, the 4 int8 codes at q broadcast to every lane), the
-// broadcast in the memory operand (matvec_interleaved.cc's DpbusdBroadcast).
-KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Dpbusd(__m512i acc, __m512i w, const int8_t* q) {
-  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(q)));
-  return acc;
-}
-
 // y[v·y_stride + row0 + r] (r < valid_rows) for the V vectors xc[0, V)
 // (consecutive: one base register addresses them all) over the chunk's
 // super-blocks [cb, cb + nsb) of the group at `group`; the sums continue

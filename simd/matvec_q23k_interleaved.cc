@@ -113,11 +113,6 @@ HWY_INLINE void PrefetchAhead(WeightType t, const uint8_t* group, size_t group_b
 #if HWY_TARGET == HWY_AVX3_DL
 constexpr size_t kTileVecs = 4;
 
-// acc += vpdpbusd(w, the 4 int8 codes at q broadcast to every lane).
-KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Dpbusd(__m512i acc, __m512i w, const int8_t* q) {
-  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(q)));
-  return acc;
-}
 // acc − the int32 at p broadcast (from memory).
 KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i SubBroadcast(__m512i acc, const int32_t* p) {
   return _mm512_sub_epi32(acc, _mm512_set1_epi32(*p));

@@ -112,13 +112,6 @@ HWY_INLINE void Q6PrefetchStep(const char* ahead, size_t g) {
 #if HWY_TARGET == HWY_AVX3_DL
 constexpr size_t kQ6TileVecs = 8;
 
-// acc += vpdpbusd(w, the 4 int8 codes at q broadcast to every lane), the
-// broadcast in the memory operand.
-KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Q6Dpbusd(__m512i acc, __m512i w, const int8_t* q) {
-  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(q)));
-  return acc;
-}
-
 // y[v·y_stride + row0 + r] (r < valid_rows) for the V vectors xc[0, V) over
 // the chunk's super-blocks [cb, cb + nsb) of the group at `group` (nsb_row
 // super-blocks a row); the sums continue from y when cb > 0 (same order as
@@ -164,7 +157,7 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void Q6Tile(const uint8_t* group, size_t group_
           for (size_t v = 0; v < V; ++v) {
             const int8_t* x8 = xc[v].a[s].qs + 128 * h + 32 * q + 16 * k;
             __m512i acc = _mm512_set1_epi32(xc[v].bias[s][g]);
-            for (size_t t = 0; t < 4; ++t) acc = Q6Dpbusd(acc, w[t], x8 + 4 * t);
+            for (size_t t = 0; t < 4; ++t) acc = Dpbusd(acc, w[t], x8 + 4 * t);
             isum[v] = _mm512_add_epi32(isum[v], _mm512_mullo_epi32(acc, sc));
           }
         }

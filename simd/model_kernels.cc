@@ -9,6 +9,7 @@
 //               Q4_K kInterleaved16   matvec_kquant_interleaved.cc
 //               Q6_K kInterleaved16   matvec_q6k_interleaved.cc
 //               Q3_K/Q2_K kInterleaved16  matvec_q23k_interleaved.cc
+//               IQ4_XS kInterleaved16  matvec_iq4xs_interleaved.cc
 // Elementwise kernels (RMSNorm, SwiGLU, adds) live in elementwise_kernels.cc.
 //
 // Every (weight row, input vector) pair runs the same op sequence whatever
@@ -24,6 +25,7 @@
 #include "simd/matmul_batch.h"
 #include "simd/matvec_float.h"
 #include "simd/matvec_interleaved.h"
+#include "simd/matvec_iq4xs_interleaved.h"
 #include "simd/matvec_kquant.h"
 #include "simd/matvec_kquant_interleaved.h"
 #include "simd/matvec_legacy.h"
@@ -84,6 +86,9 @@ void MatVecRange(const MatrixView& w, const float* x, float* y, size_t begin, si
       if (w.layout == WeightLayout::kInterleaved16 && (w.type == WeightType::kQ3_K || w.type == WeightType::kQ2_K)) {
         return Q23KInterleavedRows(w, x, 1, y, begin, end);
       }
+      if (w.layout == WeightLayout::kInterleaved16 && w.type == WeightType::kIQ4_XS) {
+        return IQ4XSInterleavedRows(w, x, 1, y, begin, end);
+      }
       if (w.layout == WeightLayout::kInterleaved16) return KQuantInterleavedRows(w, x, 1, y, begin, end);
       return KQuantRows(w, x, 1, y, begin, end);
   }
@@ -102,6 +107,9 @@ void MatMulRange(const MatrixView& w, const float* x, size_t n, float* y, size_t
       if (w.layout == WeightLayout::kInterleaved16 && (w.type == WeightType::kQ3_K || w.type == WeightType::kQ2_K)) {
         return Q23KInterleavedRows(w, x, n, y, begin, end);
       }
+      if (w.layout == WeightLayout::kInterleaved16 && w.type == WeightType::kIQ4_XS) {
+        return IQ4XSInterleavedRows(w, x, n, y, begin, end);
+      }
       if (w.layout == WeightLayout::kInterleaved16) return KQuantInterleavedRows(w, x, n, y, begin, end);
       return KQuantBatchRows(w, x, n, y, begin, end);
   }
@@ -114,6 +122,7 @@ size_t InterleavedGroupBytes(WeightType t, size_t cols) {
   if (t == WeightType::kQ6_K) return (InterleavedQ6DOffset(cols / kSuperBlock) + cols / kSuperBlock * 32 + 63) / 64 * 64;
   if (t == WeightType::kQ3_K) return cols / kSuperBlock / 2 * kILQ3PairBytes + cols / kSuperBlock % 2 * (64 + kILQ3BodyBytes);
   if (t == WeightType::kQ2_K) return cols / kSuperBlock * kILQ2SuperBytes;
+  if (t == WeightType::kIQ4_XS) return cols / kSuperBlock * kILXSuperBytes;
   const size_t nb = cols / kQuantBlock;
   return nb / 2 * InterleavedPairBytes(t) + nb % 2 * (InterleavedCodeBytes(t) + 2 * InterleavedHeaderBytes(t));
 }

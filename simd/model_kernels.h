@@ -66,6 +66,12 @@ namespace kvedge {
 //     Q2_K (kILQ2*): group g is its super-blocks in order, 1344 bytes =
 //       16 × 84 each: +0 d [16 rows] f16; +32 dmin; +64 the 16 scale/min
 //       bytes [4][16 rows][4 bytes]; +320 qs [16][16 rows][4 bytes].
+//     IQ4_XS (kILX*): group g is its super-blocks in order, 2176 bytes =
+//       16 × 136 each: +0 d [16 rows] f16; +32 scales_h [16 rows] u16;
+//       +64 scales_l [16 rows][4 bytes]; +128 qs [32][16 rows][4 bytes],
+//       qs[4v … 4v+3] of row r at 128 + 64v + 4r (GGUF's nibble pairs as
+//       they are: vector v's low nibbles are weights 32(v/4) + 4(v%4) + t of
+//       sub-block v/4, its high nibbles the weights 16 further).
 //     Same bytes per weight as kRows. Built by InterleaveGroups (weight_quant.h).
 enum class WeightLayout : uint8_t { kRows = 0, kInterleaved16 = 1 };
 
@@ -81,11 +87,11 @@ struct MatrixView {
   WeightLayout layout = WeightLayout::kRows;
 };
 
-// The types with a kInterleaved16 layout: the legacy 32-blocks, Q4_K, Q6_K, Q3_K and Q2_K.
+// The types with a kInterleaved16 layout: the legacy 32-blocks, Q4_K, Q6_K, Q3_K, Q2_K and IQ4_XS.
 inline constexpr bool IsInterleavable(WeightType t) {
   return t == WeightType::kQ8_0 || t == WeightType::kQ4_0 || t == WeightType::kQ4_1 || t == WeightType::kQ5_0 ||
          t == WeightType::kQ5_1 || t == WeightType::kIQ4_NL || t == WeightType::kQ4_K || t == WeightType::kQ6_K ||
-         t == WeightType::kQ3_K || t == WeightType::kQ2_K;
+         t == WeightType::kQ3_K || t == WeightType::kQ2_K || t == WeightType::kIQ4_XS;
 }
 // Q3_K's interleaved pairs of super-blocks (the layout above): d of
 // super-block s and its body, relative to the group; the body's parts.
@@ -98,6 +104,9 @@ inline constexpr size_t InterleavedQ3KBodyOffset(size_t s) {
 // Q2_K's interleaved super-block of 16 rows and its parts.
 inline constexpr size_t kILQ2SuperBytes = 16 * 84;
 inline constexpr size_t kILQ2DOffset = 0, kILQ2DminOffset = 32, kILQ2ScalesOffset = 64, kILQ2QsOffset = 320;
+// IQ4_XS's interleaved super-block of 16 rows and its parts.
+inline constexpr size_t kILXSuperBytes = 16 * 136;
+inline constexpr size_t kILXDOffset = 0, kILXScalesHOffset = 32, kILXScalesLOffset = 64, kILXQsOffset = 128;
 // Q4_K's interleaved super-block of 16 rows and the offsets inside it of
 // d, dmin, the packed scales and the codes (the layout above). The
 // Interleaved*Offset functions below describe the legacy 32-blocks only.

@@ -128,8 +128,9 @@ float DequantizeWeight(const MatrixView& w, size_t r, size_t c) {
     GetWeightFormat(w.type).dequantize(&block, values, kSuperBlock);
     return values[c % kSuperBlock];
   }
-  if (w.layout == WeightLayout::kInterleaved16 && (w.type == WeightType::kQ3_K || w.type == WeightType::kQ2_K)) {
-    BlockQ3_K block;  // the larger of the two
+  if (w.layout == WeightLayout::kInterleaved16 &&
+      (w.type == WeightType::kQ3_K || w.type == WeightType::kQ2_K || w.type == WeightType::kIQ4_XS)) {
+    BlockIQ4_XS block;  // the largest of the three
     float values[kSuperBlock];
     ReadInterleavedQ23K(w, r, c / kSuperBlock, &block);
     GetWeightFormat(w.type).dequantize(&block, values, kSuperBlock);
@@ -304,8 +305,8 @@ KSums IQ4XSSums(const BlockIQ4_XS& b, const BlockQ8_K& a) {
 void MatVecRowsQ8K(const MatrixView& w, const float* x, float* y, size_t row_begin, size_t row_end) {
   const bool interleaved = w.layout == WeightLayout::kInterleaved16;
   if (GetWeightFormat(w.type).kernel != WeightKernel::kInt8K || (interleaved && !IsInterleavable(w.type))) {
-    std::fprintf(stderr, "%s:%d: Q8_K reference needs a Q2_K … Q6_K or IQ4_XS matrix in rows (or Q2_K/Q3_K/Q4_K/Q6_K "
-                 "interleaved)\n", __FILE__, __LINE__);
+    std::fprintf(stderr, "%s:%d: Q8_K reference needs a Q2_K … Q6_K or IQ4_XS matrix in rows (or Q2_K/Q3_K/Q4_K/Q6_K/"
+                 "IQ4_XS interleaved)\n", __FILE__, __LINE__);
     std::abort();
   }
   const size_t nsb = w.cols / kSuperBlock;

@@ -47,8 +47,8 @@ void MatVecRowsQuantizedActivations(const MatrixView& w, const float* x, float* 
 // M = Σ_j min_j·(Σ q_x over sub-block j), exact in integers, folded in
 // super-block order as
 //   acc = fma(dw·dx, S, acc); acc = fma(−(dmin·dx), M, acc)  (no M: one fma).
-// w: a Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS matrix in kRows layout, or Q4_K
-// or Q6_K in kInterleaved16 (read back into GGUF blocks).
+// w: a Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS matrix in kRows layout, or any
+// of them but Q5_K in kInterleaved16 (read back into GGUF blocks).
 void MatVecRowsQ8K(const MatrixView& w, const float* x, float* y, size_t row_begin, size_t row_end);
 
 void RmsNorm(const float* x, const float* weight, size_t n, float eps, float* out);

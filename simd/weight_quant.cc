@@ -69,11 +69,19 @@ void InterleaveGroupsQ6K(const MatrixView& src, size_t group_begin, size_t group
   }
 }
 
-// Where the GGUF bytes of a Q3_K / Q2_K row's super-block s live inside its
-// 16-row group (layout: model_kernels.h), row i of the group: calls
-// copy(group_offset, block_offset, bytes) per run.
+// Where the GGUF bytes of a Q3_K / Q2_K / IQ4_XS row's super-block s live
+// inside its 16-row group (layout: model_kernels.h), row i of the group:
+// calls copy(group_offset, block_offset, bytes) per run.
 template <class F>
 void ForQ23KRuns(WeightType t, size_t s, size_t i, const F& copy) {
+  if (t == WeightType::kIQ4_XS) {
+    const size_t sb = s * kILXSuperBytes;
+    copy(sb + kILXDOffset + 2 * i, offsetof(BlockIQ4_XS, d), 2);
+    copy(sb + kILXScalesHOffset + 2 * i, offsetof(BlockIQ4_XS, scales_h), 2);
+    copy(sb + kILXScalesLOffset + 4 * i, offsetof(BlockIQ4_XS, scales_l), 4);
+    for (size_t v = 0; v < 32; ++v) copy(sb + kILXQsOffset + 64 * v + 4 * i, offsetof(BlockIQ4_XS, qs) + 4 * v, 4);
+    return;
+  }
   if (t == WeightType::kQ3_K) {
     const size_t body = InterleavedQ3KBodyOffset(s);
     copy(InterleavedQ3KDOffset(s) + 2 * i, offsetof(BlockQ3_K, d), 2);
@@ -89,8 +97,8 @@ void ForQ23KRuns(WeightType t, size_t s, size_t i, const F& copy) {
   for (size_t v = 0; v < 16; ++v) copy(sb + kILQ2QsOffset + 64 * v + 4 * i, offsetof(BlockQ2_K, qs) + 4 * v, 4);
 }
 
-// InterleaveGroups for Q3_K and Q2_K: each row's super-blocks spread over
-// its group, byte for byte; missing rows and an odd pair's second d are zero.
+// InterleaveGroups for Q3_K, Q2_K and IQ4_XS: each row's super-blocks spread
+// over its group, byte for byte; missing rows and an odd pair's second d are zero.
 void InterleaveGroupsQ23K(const MatrixView& src, size_t group_begin, size_t group_end, uint8_t* dst) {
   const size_t nsb = src.cols / kSuperBlock, block_bytes = GetWeightFormat(src.type).block_bytes;
   const size_t row_bytes = WeightRowBytes(src.type, src.cols);
@@ -187,7 +195,7 @@ void InterleaveGroups(const MatrixView& src, size_t group_begin, size_t group_en
   }
   if (src.type == WeightType::kQ4_K) return InterleaveGroupsQ4K(src, group_begin, group_end, dst);
   if (src.type == WeightType::kQ6_K) return InterleaveGroupsQ6K(src, group_begin, group_end, dst);
-  if (src.type == WeightType::kQ3_K || src.type == WeightType::kQ2_K) {
+  if (src.type == WeightType::kQ3_K || src.type == WeightType::kQ2_K || src.type == WeightType::kIQ4_XS) {
     return InterleaveGroupsQ23K(src, group_begin, group_end, dst);
   }
   CheckBlockMultiple(src.cols, "InterleaveGroups");

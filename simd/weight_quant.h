@@ -67,7 +67,8 @@ MatrixView InterleavedView(const MatrixView& src, const uint8_t* dst);
 void ReadInterleavedQ4K(const MatrixView& w, size_t r, size_t s, BlockQ4_K* out);
 // The same for Q6_K.
 void ReadInterleavedQ6K(const MatrixView& w, size_t r, size_t s, BlockQ6_K* out);
-// The same for Q3_K and Q2_K: out is a BlockQ3_K or BlockQ2_K as w.type.
+// The same for Q3_K, Q2_K and IQ4_XS: out is a BlockQ3_K, BlockQ2_K or
+// BlockIQ4_XS as w.type.
 void ReadInterleavedQ23K(const MatrixView& w, size_t r, size_t s, void* out);
 
 }  // namespace kvedge

@@ -392,5 +392,29 @@ TEST(WeightTypesTest, Q3KMAndQ2KRepackedGiveTheSameLogits) {
   }
 }
 
+// IQ4_XS matrices repacked at load give the same logits as the file's
+// rows, bit for bit (matvec_iq4xs_interleaved.cc is ref::MatVecRowsQ8K
+// exactly, in MatVec and in the prefill MatMul).
+TEST(WeightTypesTest, IQ4XSRepackedGivesTheSameLogits) {
+  const std::string path = Kit("models/stories260K-pad256-IQ4_XS.gguf");
+  auto rows = LoadModel(path, LoadOptions{.interleave = false});
+  auto repacked = LoadModel(path, LoadOptions{.interleave = false});
+  ASSERT_TRUE(rows.ok() && repacked.ok());
+  ASSERT_TRUE(InterleaveWeights(repacked->get()).ok());
+  size_t iq4xs = 0;
+  for (const LayerWeights& l : (*repacked)->layers) {
+    for (const MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3, &l.w2}) {
+      if (m->type != WeightType::kIQ4_XS) continue;
+      EXPECT_EQ(m->layout, WeightLayout::kInterleaved16);
+      ++iq4xs;
+    }
+  }
+  ASSERT_GT(iq4xs, 0u);
+  const std::vector<int> tokens = ReadTokens(Kit("logits/tokens_dev.json"));
+  const std::vector<float> a = RunTokens(**rows, tokens), b = RunTokens(**repacked, tokens);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << i;
+}
+
 }  // namespace
 }  // namespace kvedge
