@@ -40,15 +40,13 @@
 #define HWY_TARGET_INCLUDE "simd/matvec_kquant_interleaved.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "simd/kquant_interleaved_common-inl.h"  // kil::, InterleavedKRows, PrefetchStreamAhead
 
 #ifndef KVEDGE_SIMD_MATVEC_KQUANT_INTERLEAVED_ONCE_
 #define KVEDGE_SIMD_MATVEC_KQUANT_INTERLEAVED_ONCE_
 namespace kvedge {
 namespace kq4il {
 
-// Activations are quantized per chunk of this many super-blocks (4096
-// columns) and input vector: 4.9 KiB each on the stack.
-constexpr size_t kChunkSuperBlocks = 16;
 // Input vectors quantized at a time; each group streams once per tile.
 constexpr size_t kTile = 8;
 
@@ -56,25 +54,20 @@ constexpr size_t kTile = 8;
 // the sums over each sub-block of 32 as int16 pairs in the order the mins
 // meet them: (s0, s2), (s1, s3), (s4, s6), (s5, s7).
 struct KChunk {
-  BlockQ8_K a[kChunkSuperBlocks];
-  int32_t min_pairs[kChunkSuperBlocks][4];
+  BlockQ8_K a[kil::kChunkSuperBlocks];
+  int32_t min_pairs[kil::kChunkSuperBlocks][4];
 };
 
-inline int32_t PackPair(int lo, int hi) {
-  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
-                              static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
-}
-
-// x: f32 [nsb·256] → c (nsb ≤ kChunkSuperBlocks).
+// x: f32 [nsb·256] → c (nsb ≤ kil::kChunkSuperBlocks).
 inline void PrepareKChunk(const float* x, size_t nsb, KChunk* c) {
   QuantizeRowQ8KFast(x, c->a, nsb * kSuperBlock);
   for (size_t s = 0; s < nsb; ++s) {
     int s32[8];  // |Σ| ≤ 32·127: int16
     for (int j = 0; j < 8; ++j) s32[j] = c->a[s].bsums[2 * j] + c->a[s].bsums[2 * j + 1];
-    c->min_pairs[s][0] = PackPair(s32[0], s32[2]);
-    c->min_pairs[s][1] = PackPair(s32[1], s32[3]);
-    c->min_pairs[s][2] = PackPair(s32[4], s32[6]);
-    c->min_pairs[s][3] = PackPair(s32[5], s32[7]);
+    c->min_pairs[s][0] = kil::PackPair(s32[0], s32[2]);
+    c->min_pairs[s][1] = kil::PackPair(s32[1], s32[3]);
+    c->min_pairs[s][2] = kil::PackPair(s32[4], s32[6]);
+    c->min_pairs[s][3] = kil::PackPair(s32[5], s32[7]);
   }
 }
 
@@ -88,36 +81,21 @@ namespace HWY_NAMESPACE {
 
 using kq4il::KChunk;
 
-HWY_INLINE int32_t LoadU32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-// Software prefetch distance in bytes along the group stream. MatVec: 8 KiB
-// (the rows kernels' kPrefetchBytes); without it the one-vector kernel read
-// 16.2 GB/s from DRAM where the rows kernel read 18.3 (AVX3_DL; AVX2 13.6 vs
-// 15.4). Under load 10-15 (CPU time per 32000x2048 MatVec, il16 / rows in
-// the same run) none 1.09/0.93x, 8 KiB 0.65x, 16 KiB 0.82x on AVX3_DL; on
-// AVX2 none 2.3x, 8 KiB 0.88x, 16 KiB 0.67x: a quiet re-measure is due.
-// Batched tiles spend V× longer per line: 4 KiB ahead (as
-// matvec_interleaved.cc's).
-template <size_t V>
-constexpr size_t kPrefetchAhead = V == 1 ? 8192 : 4096;
-
 #if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-constexpr size_t kSuperLines = InterleavedKSuperBytes / 64;  // 36
+// MatVec streams at kStreamPrefetchBytes ahead. Under load 10-15 (CPU time
+// per 32000x2048 MatVec, il16 / rows in the same run) none 1.09/0.93x,
+// 8 KiB 0.65x, 16 KiB 0.82x on AVX3_DL; on AVX2 none 2.3x, 8 KiB 0.88x,
+// 16 KiB 0.67x: a quiet re-measure is due. Batched tiles spend V× longer
+// per line: 4 KiB ahead (as matvec_interleaved.cc's).
+template <size_t V>
+constexpr size_t kPrefetchAhead = V == 1 ? kStreamPrefetchBytes : 4096;
 
 // Prefetches the lines kAhead bytes past super-block cb + s of the
-// group's chunk span [cb, cb + nsb); near the span's end the stream
-// continues in the next group's span (matvec_interleaved.cc).
+// group's chunk span [cb, cb + nsb).
 template <size_t kAhead>
 HWY_INLINE void PrefetchAhead(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, size_t s) {
-  const size_t chunk_begin = cb * InterleavedKSuperBytes, chunk_bytes = nsb * InterleavedKSuperBytes;
-  const size_t at = s * InterleavedKSuperBytes + kAhead;
-  const char* ahead = reinterpret_cast<const char*>(group) + chunk_begin +
-                      (at < chunk_bytes ? at : group_bytes + at - chunk_bytes);
-  for (size_t l = 0; l < kSuperLines; ++l) _mm_prefetch(ahead + 64 * l, _MM_HINT_T0);
+  PrefetchStreamAhead<kAhead>(group, group_bytes, cb * InterleavedKSuperBytes, (cb + nsb) * InterleavedKSuperBytes,
+                              (cb + s) * InterleavedKSuperBytes, (cb + s + 1) * InterleavedKSuperBytes);
 }
 #endif
 
@@ -337,42 +315,20 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb,
 }
 #endif
 
-// Rows [row_begin, row_end) (row_begin a multiple of 16) × n input vectors;
-// Y[v][rows]. Input tiles of kq4il::kTile vectors are quantized per chunk;
-// each group's chunk span streams once per tile of up to kTileVecs.
-void KILRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
-  const size_t nsb_row = m.cols / kSuperBlock;
-  const size_t group_bytes = InterleavedGroupBytes(m.type, m.cols);
-  const uint8_t* base = static_cast<const uint8_t*>(m.data);
-  HWY_ALIGN KChunk xc[kq4il::kTile];
-  for (size_t v0 = 0; v0 < n; v0 += kq4il::kTile) {
-    const size_t nv = std::min(kq4il::kTile, n - v0);
-    for (size_t cb = 0; cb < nsb_row; cb += kq4il::kChunkSuperBlocks) {
-      const size_t nsb = std::min(kq4il::kChunkSuperBlocks, nsb_row - cb);
-      for (size_t v = 0; v < nv; ++v) kq4il::PrepareKChunk(x + (v0 + v) * m.cols + cb * kSuperBlock, nsb, xc + v);
-      for (size_t r = row_begin; r < row_end; r += kInterleaveRows) {
-        const uint8_t* group = base + (r / kInterleaveRows) * group_bytes;
-        const size_t valid = std::min(kInterleaveRows, row_end - r);
-        float* yv = y + v0 * m.rows;
-        for (size_t v = 0; v < nv;) {
-          const KChunk* xv = xc + v;
-          if (kTileVecs == 8 && nv - v >= 8) {
-            KTile<kTileVecs>(group, group_bytes, cb, nsb, xv, yv + v * m.rows, m.rows, r, valid);
-            v += 8;
-          } else if (nv - v >= 4) {
-            KTile<4>(group, group_bytes, cb, nsb, xv, yv + v * m.rows, m.rows, r, valid);
-            v += 4;
-          } else if (nv - v >= 2) {
-            KTile<2>(group, group_bytes, cb, nsb, xv, yv + v * m.rows, m.rows, r, valid);
-            v += 2;
-          } else {
-            KTile<1>(group, group_bytes, cb, nsb, xv, yv + v * m.rows, m.rows, r, valid);
-            v += 1;
-          }
-        }
-      }
-    }
+// Q4_K for InterleavedKRows.
+struct KFormat {
+  using Chunk = KChunk;
+  static constexpr size_t kTile = kq4il::kTile, kTileVecs = HWY_NAMESPACE::kTileVecs;
+  static void Prepare(const float* x, size_t nsb, Chunk* c) { kq4il::PrepareKChunk(x, nsb, c); }
+  template <size_t V>
+  static void Tile(const MatrixView& /*m*/, const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb,
+                   const Chunk* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
+    KTile<V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
   }
+};
+
+void KILRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
+  InterleavedKRows<KFormat>(m, x, n, y, row_begin, row_end);
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -23,7 +23,7 @@
 // against the activations' sums. S and M are exact int32, folded per
 // super-block as ref::MatVecRowsQ8K does, so MatVec, every MatMul tile and
 // the reference agree bit for bit. MatVec streams the group with software
-// prefetch kPrefetchAhead bytes ahead.
+// prefetch kStreamPrefetchBytes ahead (kquant_interleaved_common-inl.h).
 #include "platform/hwy_target_policy.h"
 
 #include <algorithm>
@@ -46,45 +46,38 @@
 #define HWY_TARGET_INCLUDE "simd/matvec_q23k_interleaved.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "simd/kquant_interleaved_common-inl.h"  // kil::, InterleavedKRows, PrefetchStreamAhead, LoadU32
 
 #ifndef KVEDGE_SIMD_MATVEC_Q23K_INTERLEAVED_ONCE_
 #define KVEDGE_SIMD_MATVEC_Q23K_INTERLEAVED_ONCE_
 namespace kvedge {
 namespace q23il {
 
-// Activations are quantized per chunk of this many super-blocks (4096
-// columns) and input vector.
-constexpr size_t kChunkSuperBlocks = 16;
 // Input vectors quantized at a time; each group's chunk streams once per tile.
 constexpr size_t kTile = 4;
-
-inline int32_t PackPair(int lo, int hi) {
-  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
-                              static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
-}
 
 // One input vector's Q8_K activations over one chunk, plus per super-block
 // the per-16 sums bsums[g] in the forms the kernels broadcast.
 struct QChunk {
-  BlockQ8_K a[kChunkSuperBlocks];
-  int32_t bsum4[kChunkSuperBlocks][16];       // 4·bsums[g] (Q3_K, AVX3_DL)
-  int32_t bsum2_pair[kChunkSuperBlocks][16];  // int16 pair (2·bsums[g], 2·bsums[g]) (Q3_K, AVX2)
+  BlockQ8_K a[kil::kChunkSuperBlocks];
+  int32_t bsum4[kil::kChunkSuperBlocks][16];       // 4·bsums[g] (Q3_K, AVX3_DL)
+  int32_t bsum2_pair[kil::kChunkSuperBlocks][16];  // int16 pair (2·bsums[g], 2·bsums[g]) (Q3_K, AVX2)
   // Q2_K's mins: (bsums[4k], bsums[4k+2]), (bsums[4k+1], bsums[4k+3]) at 2k, 2k + 1.
-  int32_t min_pairs[kChunkSuperBlocks][8];
+  int32_t min_pairs[kil::kChunkSuperBlocks][8];
 };
 
-// x: f32 [nsb·256] → c (nsb ≤ kChunkSuperBlocks).
+// x: f32 [nsb·256] → c (nsb ≤ kil::kChunkSuperBlocks).
 inline void PrepareChunk(const float* x, size_t nsb, QChunk* c) {
   QuantizeRowQ8KFast(x, c->a, nsb * kSuperBlock);
   for (size_t s = 0; s < nsb; ++s) {
     const int16_t* b = c->a[s].bsums;  // |b| ≤ 16·127: 4·b fits int16
     for (int g = 0; g < 16; ++g) {
       c->bsum4[s][g] = 4 * b[g];
-      c->bsum2_pair[s][g] = PackPair(2 * b[g], 2 * b[g]);
+      c->bsum2_pair[s][g] = kil::PackPair(2 * b[g], 2 * b[g]);
     }
     for (int k = 0; k < 4; ++k) {
-      c->min_pairs[s][2 * k] = PackPair(b[4 * k], b[4 * k + 2]);
-      c->min_pairs[s][2 * k + 1] = PackPair(b[4 * k + 1], b[4 * k + 3]);
+      c->min_pairs[s][2 * k] = kil::PackPair(b[4 * k], b[4 * k + 2]);
+      c->min_pairs[s][2 * k + 1] = kil::PackPair(b[4 * k + 1], b[4 * k + 3]);
     }
   }
 }
@@ -105,28 +98,15 @@ namespace HWY_NAMESPACE {
 
 using q23il::QChunk;
 
-HWY_INLINE int32_t LoadU32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
 #if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-// Prefetch distance: ≥ 8 KiB ahead of the super-block being read (MatVec
-// reads ≈ 1.3–1.8 KiB per super-block of 16 rows).
-constexpr size_t kPrefetchAhead = 8192;
-
-// Prefetches the lines kPrefetchAhead bytes past super-block cb + s's
-// bytes of the group's chunk span [cb, cb + nsb); past the span's end the
-// stream continues in the next group's span.
+// Prefetches the lines kStreamPrefetchBytes past super-block cb + s's
+// bytes of the group's chunk span [cb, cb + nsb) (MatVec reads ≈ 1.3–1.8
+// KiB per super-block of 16 rows).
 HWY_INLINE void PrefetchAhead(WeightType t, const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb,
                               size_t s) {
-  const size_t span_begin = q23il::SuperBegin(t, cb), span_end = q23il::SuperBegin(t, cb + nsb);
-  const size_t from = q23il::SuperBegin(t, cb + s), to = q23il::SuperBegin(t, cb + s + 1);
-  const char* g = reinterpret_cast<const char*>(group);
-  for (size_t off = from + kPrefetchAhead; off < to + kPrefetchAhead; off += 64) {
-    _mm_prefetch(off < span_end ? g + off : g + group_bytes + span_begin + (off - span_end), _MM_HINT_T0);
-  }
+  PrefetchStreamAhead<kStreamPrefetchBytes>(group, group_bytes, q23il::SuperBegin(t, cb),
+                                            q23il::SuperBegin(t, cb + nsb), q23il::SuperBegin(t, cb + s),
+                                            q23il::SuperBegin(t, cb + s + 1));
 }
 #endif
 
@@ -557,48 +537,22 @@ HWY_INLINE void Q2Tile(const uint8_t* group, size_t group_bytes, size_t cb, size
 }
 #endif
 
-// Tiles of V vectors of one type over the chunk of one group.
-template <size_t V>
-HWY_INLINE void Tile(WeightType t, const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc,
-                     float* y, size_t y_stride, size_t row0, size_t valid_rows) {
-  if (t == WeightType::kQ3_K) return Q3Tile<V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
-  Q2Tile<V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
-}
-
-// Rows [row_begin, row_end) (row_begin a multiple of 16) × n input vectors;
-// Y[v][rows]. Input tiles of q23il::kTile vectors are quantized per chunk;
-// each group's chunk span streams once per tile of up to kTileVecs.
-void Q23RowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
-  static_assert(kTileVecs == q23il::kTile, "one quantized tile per kernel tile");
-  const size_t nsb_row = m.cols / kSuperBlock;
-  const size_t group_bytes = InterleavedGroupBytes(m.type, m.cols);
-  const uint8_t* base = static_cast<const uint8_t*>(m.data);
-  HWY_ALIGN QChunk xc[q23il::kTile];
-  for (size_t v0 = 0; v0 < n; v0 += q23il::kTile) {
-    const size_t nv = std::min(q23il::kTile, n - v0);
-    for (size_t cb = 0; cb < nsb_row; cb += q23il::kChunkSuperBlocks) {
-      const size_t nsb = std::min(q23il::kChunkSuperBlocks, nsb_row - cb);
-      for (size_t v = 0; v < nv; ++v) q23il::PrepareChunk(x + (v0 + v) * m.cols + cb * kSuperBlock, nsb, xc + v);
-      for (size_t r = row_begin; r < row_end; r += kInterleaveRows) {
-        const uint8_t* group = base + (r / kInterleaveRows) * group_bytes;
-        const size_t valid = std::min(kInterleaveRows, row_end - r);
-        float* yv = y + v0 * m.rows;
-        for (size_t v = 0; v < nv;) {
-          const QChunk* xv = xc + v;
-          if (nv - v >= 4) {
-            Tile<4>(m.type, group, group_bytes, cb, nsb, xv, yv + v * m.rows, m.rows, r, valid);
-            v += 4;
-          } else if (nv - v >= 2) {
-            Tile<2>(m.type, group, group_bytes, cb, nsb, xv, yv + v * m.rows, m.rows, r, valid);
-            v += 2;
-          } else {
-            Tile<1>(m.type, group, group_bytes, cb, nsb, xv, yv + v * m.rows, m.rows, r, valid);
-            v += 1;
-          }
-        }
-      }
-    }
+// Q3_K and Q2_K for InterleavedKRows.
+struct Q23Format {
+  using Chunk = QChunk;
+  static constexpr size_t kTile = q23il::kTile, kTileVecs = HWY_NAMESPACE::kTileVecs;
+  static_assert(kTileVecs == kTile, "one quantized tile per kernel tile");
+  static void Prepare(const float* x, size_t nsb, Chunk* c) { q23il::PrepareChunk(x, nsb, c); }
+  template <size_t V>
+  static void Tile(const MatrixView& m, const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb,
+                   const Chunk* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
+    if (m.type == WeightType::kQ3_K) return Q3Tile<V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
+    Q2Tile<V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
   }
+};
+
+void Q23RowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
+  InterleavedKRows<Q23Format>(m, x, n, y, row_begin, row_end);
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

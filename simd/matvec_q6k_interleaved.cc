@@ -43,15 +43,13 @@
 #define HWY_TARGET_INCLUDE "simd/matvec_q6k_interleaved.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "simd/kquant_interleaved_common-inl.h"  // kil::, InterleavedKRows, StreamAt
 
 #ifndef KVEDGE_SIMD_MATVEC_Q6K_INTERLEAVED_ONCE_
 #define KVEDGE_SIMD_MATVEC_Q6K_INTERLEAVED_ONCE_
 namespace kvedge {
 namespace q6il {
 
-// Activations are quantized per chunk of this many super-blocks (4096
-// columns) and input vector: 6.1 KiB each on the stack.
-constexpr size_t kChunkSuperBlocks = 16;
 // Input vectors quantized at a time; each group streams once per tile.
 constexpr size_t kTile = 8;
 
@@ -59,25 +57,20 @@ constexpr size_t kTile = 8;
 // −32·bsums[g] (the AVX3_DL dot's start) and the bsums as int16 pairs in
 // the order the scales meet them: (b4k, b4k+2), (b4k+1, b4k+3) for k < 4.
 struct Q6Chunk {
-  BlockQ8_K a[kChunkSuperBlocks];
-  int32_t bias[kChunkSuperBlocks][16];
-  int32_t bsum_pairs[kChunkSuperBlocks][8];
+  BlockQ8_K a[kil::kChunkSuperBlocks];
+  int32_t bias[kil::kChunkSuperBlocks][16];
+  int32_t bsum_pairs[kil::kChunkSuperBlocks][8];
 };
 
-inline int32_t PackPair(int lo, int hi) {
-  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
-                              static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
-}
-
-// x: f32 [nsb·256] → c (nsb ≤ kChunkSuperBlocks).
+// x: f32 [nsb·256] → c (nsb ≤ kil::kChunkSuperBlocks).
 inline void PrepareQ6Chunk(const float* x, size_t nsb, Q6Chunk* c) {
   QuantizeRowQ8KFast(x, c->a, nsb * kSuperBlock);
   for (size_t s = 0; s < nsb; ++s) {
     const int16_t* b = c->a[s].bsums;  // |b| ≤ 16·128
     for (int g = 0; g < 16; ++g) c->bias[s][g] = -32 * b[g];
     for (int k = 0; k < 4; ++k) {
-      c->bsum_pairs[s][2 * k] = PackPair(b[4 * k], b[4 * k + 2]);
-      c->bsum_pairs[s][2 * k + 1] = PackPair(b[4 * k + 1], b[4 * k + 3]);
+      c->bsum_pairs[s][2 * k] = kil::PackPair(b[4 * k], b[4 * k + 2]);
+      c->bsum_pairs[s][2 * k + 1] = kil::PackPair(b[4 * k + 1], b[4 * k + 3]);
     }
   }
 }
@@ -95,23 +88,18 @@ using q6il::Q6Chunk;
 #if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 constexpr size_t kQ6Lines = kILQ6SuperBytes / 64;  // 52
 
-// Prefetch distance: 8 KiB ahead, as the rows kernels' Q4_K/Q5_K pass
-// (4 KiB left MatVec from DRAM at a third of the rows kernel's rate).
-constexpr size_t kQ6PrefetchAhead = 8192;
-
-// Where the lines kQ6PrefetchAhead bytes past super-block cb + s of the
-// group's chunk span [cb, cb + nsb) are; near the span's end the stream
-// continues in the next group's span, whose d lines are fetched at s = 0.
+// Where the lines kStreamPrefetchBytes past super-block cb + s of the
+// group's chunk span [cb, cb + nsb) are (StreamAt); the next group's d
+// lines are fetched at s = 0.
 HWY_INLINE const char* Q6Ahead(const uint8_t* group, size_t group_bytes, size_t nsb_row, size_t cb, size_t nsb,
                                size_t s) {
-  const char* g = reinterpret_cast<const char*>(group);
   if (s == 0) {
-    const char* d = g + group_bytes + InterleavedQ6DOffset(nsb_row) + 32 * cb;
+    const char* d = reinterpret_cast<const char*>(group) + group_bytes + InterleavedQ6DOffset(nsb_row) + 32 * cb;
     for (size_t l = 0; l < 32 * nsb; l += 64) _mm_prefetch(d + l, _MM_HINT_T0);
     _mm_prefetch(d + 32 * nsb - 1, _MM_HINT_T0);
   }
-  const size_t chunk_bytes = nsb * kILQ6SuperBytes, at = s * kILQ6SuperBytes + kQ6PrefetchAhead;
-  return g + cb * kILQ6SuperBytes + (at < chunk_bytes ? at : group_bytes + at - chunk_bytes);
+  return StreamAt(group, group_bytes, cb * kILQ6SuperBytes, (cb + nsb) * kILQ6SuperBytes,
+                  (cb + s) * kILQ6SuperBytes + kStreamPrefetchBytes);
 }
 // Spread over the super-block's 16 scale groups: 4 of its 52 lines at
 // group g < 13 (a burst of 52 fills the miss buffers ahead of the loads).
@@ -349,43 +337,20 @@ HWY_NOINLINE void Q6Tile(const uint8_t* group, size_t /*group_bytes*/, size_t ns
 }
 #endif
 
-// Rows [row_begin, row_end) (row_begin a multiple of 16) × n input vectors;
-// Y[v][rows]. Input tiles of q6il::kTile vectors are quantized per chunk;
-// each group's chunk span streams once per tile of up to kQ6TileVecs.
-void Q6ILRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
-  const size_t nsb_row = m.cols / kSuperBlock;
-  const size_t group_bytes = InterleavedGroupBytes(m.type, m.cols);
-  const uint8_t* base = static_cast<const uint8_t*>(m.data);
-  HWY_ALIGN Q6Chunk xc[q6il::kTile];
-  for (size_t v0 = 0; v0 < n; v0 += q6il::kTile) {
-    const size_t nv = std::min(q6il::kTile, n - v0);
-    for (size_t cb = 0; cb < nsb_row; cb += q6il::kChunkSuperBlocks) {
-      const size_t nsb = std::min(q6il::kChunkSuperBlocks, nsb_row - cb);
-      for (size_t v = 0; v < nv; ++v) q6il::PrepareQ6Chunk(x + (v0 + v) * m.cols + cb * kSuperBlock, nsb, xc + v);
-      for (size_t r = row_begin; r < row_end; r += kInterleaveRows) {
-        const uint8_t* group = base + (r / kInterleaveRows) * group_bytes;
-        const size_t valid = std::min(kInterleaveRows, row_end - r);
-        float* yv = y + v0 * m.rows;
-        for (size_t v = 0; v < nv;) {
-          const Q6Chunk* xv = xc + v;
-          float* yt = yv + v * m.rows;
-          if (kQ6TileVecs == 8 && nv - v >= 8) {
-            Q6Tile<kQ6TileVecs>(group, group_bytes, nsb_row, cb, nsb, xv, yt, m.rows, r, valid);
-            v += 8;
-          } else if (nv - v >= 4) {
-            Q6Tile<4>(group, group_bytes, nsb_row, cb, nsb, xv, yt, m.rows, r, valid);
-            v += 4;
-          } else if (nv - v >= 2) {
-            Q6Tile<2>(group, group_bytes, nsb_row, cb, nsb, xv, yt, m.rows, r, valid);
-            v += 2;
-          } else {
-            Q6Tile<1>(group, group_bytes, nsb_row, cb, nsb, xv, yt, m.rows, r, valid);
-            v += 1;
-          }
-        }
-      }
-    }
+// Q6_K for InterleavedKRows.
+struct Q6Format {
+  using Chunk = Q6Chunk;
+  static constexpr size_t kTile = q6il::kTile, kTileVecs = kQ6TileVecs;
+  static void Prepare(const float* x, size_t nsb, Chunk* c) { q6il::PrepareQ6Chunk(x, nsb, c); }
+  template <size_t V>
+  static void Tile(const MatrixView& m, const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb,
+                   const Chunk* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
+    Q6Tile<V>(group, group_bytes, m.cols / kSuperBlock, cb, nsb, xc, y, y_stride, row0, valid_rows);
   }
+};
+
+void Q6ILRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
+  InterleavedKRows<Q6Format>(m, x, n, y, row_begin, row_end);
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -22,6 +22,7 @@
 #include "simd/weight_format.h"
 #include "simd/weight_quant.h"
 #include "tests/testing/random_weights.h"
+#include "tests/testing/test_scale.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tests/simd/matvec_kquant_interleaved_test.cc"
@@ -43,34 +44,6 @@ void ReadBack(const MatrixView& w, size_t r, size_t s, uint8_t* out) {
   ReadInterleavedQ4K(w, r, s, reinterpret_cast<BlockQ4_K*>(out));
 }
 
-// An interleaved copy of a kRows matrix, owning its 64-byte aligned bytes.
-struct InterleavedMatrix {
-  std::vector<uint64_t> storage;
-  MatrixView view;
-};
-
-InterleavedMatrix Interleave(const MatrixView& src) {
-  InterleavedMatrix m;
-  const size_t bytes = MatrixBytes(src.type, WeightLayout::kInterleaved16, src.rows, src.cols);
-  m.storage.assign(bytes / 8 + 8, 0);
-  auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(m.storage.data()) + 63) & ~uintptr_t{63});
-  InterleaveGroups(src, 0, InterleavedGroups(src.rows), base);
-  m.view = InterleavedView(src, base);
-  return m;
-}
-
-// N(0, 1) activations with a zero super-block and an outlier when long enough.
-std::vector<float> RandomVector(size_t n, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& f : v) f = dist(rng);
-  if (n >= 3 * kSuperBlock) {
-    std::fill(v.begin() + kSuperBlock, v.begin() + 2 * kSuperBlock, 0.0f);
-    v[2 * kSuperBlock + 7] = 40.0f;
-  }
-  return v;
-}
-
 // Lossless: every super-block reads back to its GGUF bytes, every weight
 // dequantizes the same, padded rows are zero weights; the sizes are the
 // layout's (16 rows' GGUF bytes per group, Q6_K padded to 64-byte lines
@@ -82,7 +55,7 @@ TEST(KQuantInterleavedLayoutTest, RoundTrip) {
     for (size_t rows : {1u, 16u, 17u, 40u}) {
       for (size_t cols : {256u, 768u, 4096u + 256u, 4096u + 512u}) {
         const TestMatrix m = RandomMatrix(t, rows, cols, rng);
-        const InterleavedMatrix il = Interleave(m.view);
+        const TestMatrix il = InterleavedCopy(m.view);
         const size_t groups = (rows + 15) / 16, nsb = cols / kSuperBlock;
         const size_t block_bytes = WeightRowBytes(t, kSuperBlock);
         const size_t pad = t == WeightType::kQ6_K && nsb % 2 == 1 ? 32 : 0;
@@ -119,36 +92,11 @@ namespace HWY_NAMESPACE {
 // 64 (matvec_kquant.cc's chunk).
 const size_t kCols[] = {256, 3 * 256, 4096 + 256, 16384 + 512};
 
-// Under qemu and the sanitizers (KVEDGE_TEST_SCALE < 1) the MatMul sweep
-// takes an odd short row (768 columns) instead of the long one: the same
-// tiles, tails and odd super-block count, a fifth of the emulated work.
-inline bool QuickRun() {
-  const char* scale = std::getenv("KVEDGE_TEST_SCALE");  // as testing::ScaledCount reads it
-  return scale != nullptr && std::atof(scale) < 1.0;
-}
-
 // MatVec on the interleaved copy == the Q8_K reference on the GGUF rows ==
-// the reference reading the interleaved copy, bit for bit; rows that fill
-// groups and rows that leave the last group partial.
+// the reference reading the interleaved copy, bit for bit; row ranges.
 void TestInterleavedKEqualsQ8KReference() {
-  std::mt19937 rng(73);
-  for (WeightType t : kILKTypes) {
-    for (size_t cols : kCols) {
-      for (size_t rows : {1u, 3u, 16u, 17u, 40u}) {
-        const TestMatrix m = RandomMatrix(t, rows, cols, rng);
-        const InterleavedMatrix il = Interleave(m.view);
-        const std::vector<float> x = RandomVector(cols, rng);
-        std::vector<float> y(rows), want(rows), back(rows);
-        MatVec(il.view, x.data(), y.data(), nullptr);
-        ref::MatVecRowsQ8K(m.view, x.data(), want.data(), 0, rows);
-        ref::MatVecRowsQ8K(il.view, x.data(), back.data(), 0, rows);
-        for (size_t r = 0; r < rows; ++r) {
-          ASSERT_EQ(y[r], want[r]) << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r;
-          ASSERT_EQ(back[r], want[r]) << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r;
-        }
-      }
-    }
-  }
+  ExpectInterleavedKQuantEqualsQ8KReference({std::begin(kILKTypes), std::end(kILKTypes)},
+                                            {std::begin(kCols), std::end(kCols)}, 73);
 }
 
 // Extreme blocks: every byte but d (and Q4_K's dmin) 0x00, 0xFF, 0xAA, 0x55
@@ -169,7 +117,7 @@ void TestInterleavedKExtremeBlocks() {
       for (size_t off = 0; off < m.bytes.size(); off += block_bytes) {
         std::fill(m.bytes.begin() + off + fill_begin, m.bytes.begin() + off + fill_end, fill);
       }
-      const InterleavedMatrix il = Interleave(m.view);
+      const TestMatrix il = InterleavedCopy(m.view);
       for (int pattern = 0; pattern < 3; ++pattern) {
         std::vector<float> x(cols);
         for (size_t i = 0; i < cols; ++i) {
@@ -192,52 +140,12 @@ void TestInterleavedKExtremeBlocks() {
 // MatMul (tiles of 8, 4, 2, 1 vectors and their tails) and multi-threaded
 // MatVec equal single-threaded MatVec bit for bit on both layouts, and the
 // interleaved results equal the rows' ones.
+// Under qemu and the sanitizers (KVEDGE_TEST_SCALE < 1) the long row
+// shrinks to 768 columns: the same tiles, tails and odd super-block count.
 void TestInterleavedKMatMulAndThreads() {
-  std::mt19937 rng(83);
-  std::unique_ptr<ThreadArena> arena = ThreadArena::Create(3).value();
-  for (WeightType t : kILKTypes) {
-    for (size_t cols : {size_t{512}, QuickRun() ? size_t{768} : size_t{4096 + 768}}) {
-      for (size_t rows : {size_t{37}, size_t{64}}) {
-        const TestMatrix m = RandomMatrix(t, rows, cols, rng);
-        const InterleavedMatrix il = Interleave(m.view);
-        for (size_t n : {1u, 2u, 3u, 4u, 5u, 8u, 9u, 15u}) {
-          const std::vector<float> x = RandomVector(n * cols, rng);  // [n][cols]
-          ASSERT_NO_FATAL_FAILURE(ExpectMatMulEqualsMatVec(m.view, x, n, arena.get()));
-          ASSERT_NO_FATAL_FAILURE(ExpectMatMulEqualsMatVec(il.view, x, n, arena.get()));
-          std::vector<float> y_rows(n * rows), y_il(n * rows);
-          MatMul(m.view, x.data(), n, y_rows.data(), nullptr);
-          MatMul(il.view, x.data(), n, y_il.data(), arena.get());
-          for (size_t i = 0; i < n * rows; ++i) {
-            ASSERT_EQ(y_il[i], y_rows[i]) << WeightTypeName(t) << " n=" << n << " i=" << i;
-          }
-        }
-      }
-    }
-  }
-}
-
-// Row ranges of whole groups (the last one partial) write those rows only.
-void TestInterleavedKRowRanges() {
-  std::mt19937 rng(89);
-  const size_t rows = 40, cols = 512;
-  for (WeightType t : kILKTypes) {
-    const TestMatrix m = RandomMatrix(t, rows, cols, rng);
-    const InterleavedMatrix il = Interleave(m.view);
-    const std::vector<float> x = RandomVector(cols, rng);
-    std::vector<float> want(rows);
-    ref::MatVecRowsQ8K(m.view, x.data(), want.data(), 0, rows);
-    for (size_t begin = 0; begin < rows; begin += 16) {
-      for (size_t end : {begin + 16, rows}) {
-        if (end > rows || end <= begin) continue;
-        std::vector<float> y(rows, -7.0f);
-        MatVecRows(il.view, x.data(), y.data(), begin, end);
-        for (size_t r = 0; r < rows; ++r) {
-          ASSERT_EQ(y[r], r >= begin && r < end ? want[r] : -7.0f)
-              << WeightTypeName(t) << " [" << begin << ", " << end << ") r=" << r;
-        }
-      }
-    }
-  }
+  const size_t long_cols = static_cast<size_t>(ScaledCount(4096 + 768, 768)) / kSuperBlock * kSuperBlock;
+  ExpectMatMulEqualsMatVecForTypes({std::begin(kILKTypes), std::end(kILKTypes)}, {512, long_cols}, 83,
+                                   RandomKQuantActivations, {{37, 64}, {1, 2, 3, 4, 5, 8, 9, 15}, true});
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
@@ -252,7 +160,6 @@ HWY_BEFORE_TEST(KQuantInterleavedTest);
 HWY_EXPORT_AND_TEST_P(KQuantInterleavedTest, TestInterleavedKEqualsQ8KReference);
 HWY_EXPORT_AND_TEST_P(KQuantInterleavedTest, TestInterleavedKExtremeBlocks);
 HWY_EXPORT_AND_TEST_P(KQuantInterleavedTest, TestInterleavedKMatMulAndThreads);
-HWY_EXPORT_AND_TEST_P(KQuantInterleavedTest, TestInterleavedKRowRanges);
 
 }  // namespace kvedge
 #endif  // HWY_ONCE

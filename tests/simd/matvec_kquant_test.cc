@@ -34,20 +34,6 @@ constexpr double kUnitRoundoff = 0x1.0p-24;
 constexpr WeightType kTypes[] = {WeightType::kQ2_K, WeightType::kQ3_K, WeightType::kQ4_K,
                                   WeightType::kQ5_K, WeightType::kQ6_K, WeightType::kIQ4_XS};
 
-
-// N(0, 1) activations, with a zero super-block and an outlier when long
-// enough (Q8_K's per-block scale must follow them).
-std::vector<float> RandomVector(size_t n, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& f : v) f = dist(rng);
-  if (n >= 3 * kSuperBlock) {
-    std::fill(v.begin() + kSuperBlock, v.begin() + 2 * kSuperBlock, 0.0f);
-    v[2 * kSuperBlock + 7] = 40.0f;
-  }
-  return v;
-}
-
 // ggml's quantize_row_q8_K on a hand-checked block: max is the value of
 // largest magnitude (−2), iscale = −127/max = 63.5, ties round to even.
 TEST(QuantizeRowQ8KTest, MatchesGgmlDefinition) {
@@ -72,7 +58,7 @@ TEST(QuantizeRowQ8KTest, MatchesGgmlDefinition) {
 // Random blocks: codes within ±127, d·q within |d|/2 of x, bsums exact.
 TEST(QuantizeRowQ8KTest, RoundsEveryValueToNearest) {
   std::mt19937 rng(5);
-  const std::vector<float> x = RandomVector(4 * kSuperBlock, rng);
+  const std::vector<float> x = RandomKQuantActivations(4 * kSuperBlock, rng);
   std::vector<BlockQ8_K> b(4);
   QuantizeRowQ8_K(x.data(), b.data(), x.size());
   for (size_t s = 0; s < 4; ++s) {
@@ -108,7 +94,7 @@ void TestKQuantEqualsQ8KReference() {
     for (size_t cols : kCols) {
       for (size_t rows : {1u, 3u, 17u}) {
         const TestMatrix m = RandomMatrix(t, rows, cols, rng);
-        const std::vector<float> x = RandomVector(cols, rng);
+        const std::vector<float> x = RandomKQuantActivations(cols, rng);
         std::vector<float> y(rows), want(rows);
         MatVec(m.view, x.data(), y.data(), nullptr);
         ref::MatVecRowsQ8K(m.view, x.data(), want.data(), 0, rows);
@@ -190,7 +176,7 @@ void TestKQuantWithinActivationRounding() {
     for (size_t cols : kCols) {
       const size_t rows = 5, nsb = cols / kSuperBlock;
       const TestMatrix m = RandomMatrix(t, rows, cols, rng);
-      const std::vector<float> x = RandomVector(cols, rng);
+      const std::vector<float> x = RandomKQuantActivations(cols, rng);
       std::vector<BlockQ8_K> a(nsb);
       QuantizeRowQ8_K(x.data(), a.data(), cols);
       std::vector<float> y(rows), want(rows), w(cols);
@@ -242,7 +228,7 @@ void TestKQuantRowRangesAndExtremeBlocks() {
           std::memcpy(&m.bytes[off + field], &h, 2);
         }
       }
-      std::vector<float> x = RandomVector(cols, rng);
+      std::vector<float> x = RandomKQuantActivations(cols, rng);
       std::fill(x.begin(), x.begin() + kSuperBlock, 3.0f);  // codes all −127
       if (cols >= 2 * kSuperBlock) {
         for (size_t i = kSuperBlock; i < 2 * kSuperBlock; ++i) x[i] = i % 2 == 0 ? -5.0f : 5.0f;  // ±127
@@ -266,7 +252,8 @@ void TestKQuantRowRangesAndExtremeBlocks() {
 // MatMul (tiles of 4 vectors and their tails) and multi-threaded MatVec
 // equal single-threaded MatVec bit for bit.
 void TestKQuantMatMulAndThreads() {
-  ExpectMatMulEqualsMatVecForTypes({std::begin(kTypes), std::end(kTypes)}, {512, 16384 + 256}, 47, RandomVector);
+  ExpectMatMulEqualsMatVecForTypes({std::begin(kTypes), std::end(kTypes)}, {512, 16384 + 256}, 47,
+                                   RandomKQuantActivations);
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -18,6 +18,7 @@
 
 #include "simd/float16.h"
 #include "simd/model_kernels.h"
+#include "simd/model_kernels_ref.h"
 #include "simd/weight_format.h"
 #include "simd/weight_quant.h"
 
@@ -86,6 +87,20 @@ inline TestMatrix InterleavedCopy(const MatrixView& src) {
   return m;
 }
 
+// N(0, 1) activations for the Q8_K-activation (K-quant) kernels, with a
+// zero super-block and an outlier when n ≥ 3 super-blocks (Q8_K's
+// per-block scale must follow them).
+inline std::vector<float> RandomKQuantActivations(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  if (n >= 3 * kSuperBlock) {
+    std::fill(v.begin() + kSuperBlock, v.begin() + 2 * kSuperBlock, 0.0f);
+    v[2 * kSuperBlock + 7] = 40.0f;
+  }
+  return v;
+}
+
 // MatMul of x ([n][cols]) on no arena and on `arena`, and (n = 1)
 // multi-threaded MatVec, equal single-threaded MatVec row by row, bit for bit.
 inline void ExpectMatMulEqualsMatVec(const MatrixView& m, const std::vector<float>& x, size_t n, ThreadArena* arena) {
@@ -104,21 +119,80 @@ inline void ExpectMatMulEqualsMatVec(const MatrixView& m, const std::vector<floa
   }
 }
 
-// ExpectMatMulEqualsMatVec for a random 37-row matrix of each type at each
-// column count, with n = 1, 2, 4, 5, 9 input vectors (the 4- and 8-vector
-// tiles and their tails) and a 3-thread arena. make_x(count, rng) gives
-// count activations.
+// What ExpectMatMulEqualsMatVecForTypes sweeps besides types and columns.
+struct MatMulSweep {
+  std::vector<size_t> rows = {37};
+  std::vector<size_t> batches = {1, 2, 4, 5, 9};  // the 4- and 8-vector tiles and their tails
+  // Also on each matrix's kInterleaved16 copy (InterleavedCopy), whose
+  // MatMul must equal the rows' bit for bit.
+  bool interleaved = false;
+};
+
+// ExpectMatMulEqualsMatVec for a random matrix of each type, column count
+// and sweep.rows, with each of sweep.batches input vectors and a 3-thread
+// arena. make_x(count, rng) gives count activations.
 template <class MakeX>
 void ExpectMatMulEqualsMatVecForTypes(const std::vector<WeightType>& types, const std::vector<size_t>& cols_list,
-                                      uint32_t seed, MakeX make_x) {
+                                      uint32_t seed, MakeX make_x, const MatMulSweep& sweep = {}) {
   std::mt19937 rng(seed);
   std::unique_ptr<ThreadArena> arena = ThreadArena::Create(3).value();
   for (WeightType t : types) {
     for (size_t cols : cols_list) {
-      const TestMatrix m = RandomMatrix(t, 37, cols, rng);
-      for (size_t n : {1u, 2u, 4u, 5u, 9u}) {
-        const std::vector<float> x = make_x(n * cols, rng);  // [n][cols]
-        ASSERT_NO_FATAL_FAILURE(ExpectMatMulEqualsMatVec(m.view, x, n, arena.get()));
+      for (size_t rows : sweep.rows) {
+        const TestMatrix m = RandomMatrix(t, rows, cols, rng);
+        const TestMatrix il = sweep.interleaved ? InterleavedCopy(m.view) : TestMatrix{};
+        for (size_t n : sweep.batches) {
+          const std::vector<float> x = make_x(n * cols, rng);  // [n][cols]
+          ASSERT_NO_FATAL_FAILURE(ExpectMatMulEqualsMatVec(m.view, x, n, arena.get()));
+          if (!sweep.interleaved) continue;
+          ASSERT_NO_FATAL_FAILURE(ExpectMatMulEqualsMatVec(il.view, x, n, arena.get()));
+          std::vector<float> y_rows(n * rows), y_il(n * rows);
+          MatMul(m.view, x.data(), n, y_rows.data(), nullptr);
+          MatMul(il.view, x.data(), n, y_il.data(), arena.get());
+          for (size_t i = 0; i < n * rows; ++i) {
+            ASSERT_EQ(y_il[i], y_rows[i])
+                << WeightTypeName(t) << " " << rows << "x" << cols << " n=" << n << " i=" << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The interleaved Q8_K-activation kernels: for each type and column count,
+// MatVec on the kInterleaved16 copy == ref::MatVecRowsQ8K on the GGUF rows
+// == the reference reading the copy, bit for bit, on rows that fill groups
+// and rows that leave the last group partial; and MatVecRows over row
+// ranges of whole groups (the last one partial) writes those rows only.
+inline void ExpectInterleavedKQuantEqualsQ8KReference(const std::vector<WeightType>& types,
+                                                      const std::vector<size_t>& cols_list, uint32_t seed) {
+  std::mt19937 rng(seed);
+  for (WeightType t : types) {
+    for (size_t cols : cols_list) {
+      for (size_t rows : {1u, 3u, 16u, 17u, 40u}) {
+        const TestMatrix m = RandomMatrix(t, rows, cols, rng);
+        const TestMatrix il = InterleavedCopy(m.view);
+        const std::vector<float> x = RandomKQuantActivations(cols, rng);
+        std::vector<float> y(rows), want(rows), back(rows);
+        MatVec(il.view, x.data(), y.data(), nullptr);
+        ref::MatVecRowsQ8K(m.view, x.data(), want.data(), 0, rows);
+        ref::MatVecRowsQ8K(il.view, x.data(), back.data(), 0, rows);
+        for (size_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(y[r], want[r]) << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r;
+          ASSERT_EQ(back[r], want[r]) << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r;
+        }
+        if (rows != 40) continue;
+        for (size_t begin = 0; begin < rows; begin += 16) {
+          for (size_t end : {begin + 16, rows}) {
+            if (end > rows || end <= begin) continue;
+            std::vector<float> part(rows, -7.0f);
+            MatVecRows(il.view, x.data(), part.data(), begin, end);
+            for (size_t r = 0; r < rows; ++r) {
+              ASSERT_EQ(part[r], r >= begin && r < end ? want[r] : -7.0f)
+                  << WeightTypeName(t) << " x" << cols << " [" << begin << ", " << end << ") r=" << r;
+            }
+          }
+        }
       }
     }
   }

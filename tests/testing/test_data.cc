@@ -1,4 +1,4 @@
-// Test data paths.
+// Test data paths and the test scale (test_scale.h).
 #include "tests/testing/test_data.h"
 
 #include <gtest/gtest.h>
@@ -31,6 +31,10 @@ std::string TempDir() {
   return dir.string();
 }
 
+}  // namespace kvedge::testing
+
+namespace kvedge {
+
 int ScaledCount(int n, int minimum) {
   const char* env = std::getenv("KVEDGE_TEST_SCALE");
   double scale = 1.0;
@@ -40,4 +44,4 @@ int ScaledCount(int n, int minimum) {
   return scaled < minimum ? minimum : scaled;
 }
 
-}  // namespace kvedge::testing
+}  // namespace kvedge

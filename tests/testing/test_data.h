@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "tests/testing/test_scale.h"
+
 namespace kvedge::testing {
 
 // The shared folder (KVEDGE_SHARED in the environment, else the configured
@@ -13,11 +15,8 @@ std::string SharedPath(const std::string& relative);
 // A fresh empty directory for the calling test's scratch files.
 std::string TempDir();
 
-// `n` scaled by KVEDGE_TEST_SCALE (default 1; ctest sets 0.02 when tests run
-// under qemu, ≈20–50x slower), at least `minimum`. For the long-running loops
-// (steady-state decode, long streams, create/destroy cycles): the property
-// they check does not depend on the count, only its strength does.
-int ScaledCount(int n, int minimum);
+// test_scale.h's, so that testing::ScaledCount names it too.
+using ::kvedge::ScaledCount;
 
 }  // namespace kvedge::testing
 

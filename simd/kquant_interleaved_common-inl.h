@@ -1,0 +1,153 @@
+// The parts every interleaved K-quant kernel file (matvec_kquant_
+// interleaved.cc: Q4_K, matvec_q6k_interleaved.cc, matvec_q23k_
+// interleaved.cc: Q3_K, Q2_K) shares: the activation chunking, the int16
+// pair packing of the chunks' sums, the software prefetch along a group's
+// stream and the driver that walks vectors × chunks × 16-row groups and
+// calls a format's group kernel. A format supplies a chunk type (one input
+// vector's Q8_K activations over one chunk plus the sums its kernels
+// broadcast), its preparation, and its group kernels (Format below).
+// Included by those files once per target, after hwy/highway.h.
+
+// Target-independent part: once per translation unit.
+#ifndef KVEDGE_SIMD_KQUANT_INTERLEAVED_COMMON_ONCE_
+#define KVEDGE_SIMD_KQUANT_INTERLEAVED_COMMON_ONCE_
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace kvedge {
+namespace kil {
+
+// Activations are quantized per chunk of this many super-blocks (4096
+// columns) and input vector (a chunk is 5–7 KiB on the stack).
+inline constexpr size_t kChunkSuperBlocks = 16;
+
+// The int32 holding int16 lo in its low half and hi in its high half: one
+// vpmaddwd / vpdpwssd operand pair of activation sums.
+inline int32_t PackPair(int lo, int hi) {
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                              static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
+}
+
+}  // namespace kil
+}  // namespace kvedge
+#endif  // KVEDGE_SIMD_KQUANT_INTERLEAVED_COMMON_ONCE_
+
+// Per-target part.
+#if defined(KVEDGE_SIMD_KQUANT_INTERLEAVED_COMMON_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef KVEDGE_SIMD_KQUANT_INTERLEAVED_COMMON_INL_H_
+#undef KVEDGE_SIMD_KQUANT_INTERLEAVED_COMMON_INL_H_
+#else
+#define KVEDGE_SIMD_KQUANT_INTERLEAVED_COMMON_INL_H_
+#endif
+
+#include "hwy/highway.h"
+#include "simd/model_kernels.h"
+#include "simd/weight_format.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kvedge {
+namespace HWY_NAMESPACE {
+
+HWY_INLINE int32_t LoadU32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+// Software prefetch distance in bytes along a group's stream when one
+// vector streams it (MatVec): 8 KiB, the rows kernels' kPrefetchBytes.
+// Without it Q4_K's one-vector kernel read 16.2 GB/s from DRAM where the
+// rows kernel read 18.3 (AVX3_DL; AVX2 13.6 vs 15.4); 4 KiB left Q6_K's at
+// a third of the rows kernel's rate.
+inline constexpr size_t kStreamPrefetchBytes = 8192;
+
+// Where byte `at` (relative to the group) of a group's chunk span
+// [span_begin, span_end) continues: itself inside the span, and past its
+// end the stream's next bytes, the next group's span (group_bytes further:
+// the kernels walk the chunk group by group).
+HWY_INLINE const char* StreamAt(const uint8_t* group, size_t group_bytes, size_t span_begin, size_t span_end,
+                                size_t at) {
+  return reinterpret_cast<const char*>(group) + (at < span_end ? at : group_bytes + span_begin + (at - span_end));
+}
+
+// Prefetches the 64-byte lines kAhead bytes past bytes [from, to) of the
+// group's chunk span [span_begin, span_end) along that stream (the rows
+// kernels' distance is kPrefetchBytes; a group kernel calls it once per
+// super-block it reads).
+template <size_t kAhead>
+HWY_INLINE void PrefetchStreamAhead(const uint8_t* group, size_t group_bytes, size_t span_begin, size_t span_end,
+                                    size_t from, size_t to) {
+  for (size_t off = from + kAhead; off < to + kAhead; off += 64) {
+    _mm_prefetch(StreamAt(group, group_bytes, span_begin, span_end, off), _MM_HINT_T0);
+  }
+}
+#endif
+
+// Rows [row_begin, row_end) (row_begin a multiple of 16) × n input vectors
+// of the kInterleaved16 matrix m; Y[v][m.rows]. Input tiles of
+// Format::kTile vectors are quantized per chunk of kil::kChunkSuperBlocks;
+// each group's chunk span streams once per kernel tile of up to
+// Format::kTileVecs (8, 4, 2, 1) vectors. Format provides
+//   Chunk; kTile; kTileVecs (this target's widest kernel tile, 4 or 8);
+//   static void Prepare(const float* x, size_t nsb, Chunk* c): x f32
+//     [nsb·256] → c (nsb ≤ kChunkSuperBlocks);
+//   template <size_t V> static void Tile(const MatrixView& m, const uint8_t*
+//     group, size_t group_bytes, size_t cb, size_t nsb, const Chunk* xc,
+//     float* y, size_t y_stride, size_t row0, size_t valid_rows): the group
+//     kernel, y[v·y_stride + row0 + r] (r < valid_rows) for the V vectors
+//     xc[0, V) over the chunk's super-blocks [cb, cb + nsb), continuing
+//     from y when cb > 0 (the same order as one pass).
+template <class Format>
+HWY_INLINE void InterleavedKRows(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin,
+                                 size_t row_end) {
+  using Chunk = typename Format::Chunk;
+  constexpr size_t kTile = Format::kTile;
+  const size_t nsb_row = m.cols / kSuperBlock;
+  const size_t group_bytes = InterleavedGroupBytes(m.type, m.cols);
+  const uint8_t* base = static_cast<const uint8_t*>(m.data);
+  HWY_ALIGN Chunk xc[kTile];
+  for (size_t v0 = 0; v0 < n; v0 += kTile) {
+    const size_t nv = std::min(kTile, n - v0);
+    for (size_t cb = 0; cb < nsb_row; cb += kil::kChunkSuperBlocks) {
+      const size_t nsb = std::min(kil::kChunkSuperBlocks, nsb_row - cb);
+      for (size_t v = 0; v < nv; ++v) Format::Prepare(x + (v0 + v) * m.cols + cb * kSuperBlock, nsb, xc + v);
+      for (size_t r = row_begin; r < row_end; r += kInterleaveRows) {
+        const uint8_t* group = base + (r / kInterleaveRows) * group_bytes;
+        const size_t valid = std::min(kInterleaveRows, row_end - r);
+        float* yv = y + v0 * m.rows;
+        for (size_t v = 0; v < nv;) {
+          const Chunk* xv = xc + v;
+          float* yt = yv + v * m.rows;
+          if constexpr (Format::kTileVecs == 8) {
+            if (nv - v >= 8) {
+              Format::template Tile<8>(m, group, group_bytes, cb, nsb, xv, yt, m.rows, r, valid);
+              v += 8;
+              continue;
+            }
+          }
+          if (nv - v >= 4) {
+            Format::template Tile<4>(m, group, group_bytes, cb, nsb, xv, yt, m.rows, r, valid);
+            v += 4;
+          } else if (nv - v >= 2) {
+            Format::template Tile<2>(m, group, group_bytes, cb, nsb, xv, yt, m.rows, r, valid);
+            v += 2;
+          } else {
+            Format::template Tile<1>(m, group, group_bytes, cb, nsb, xv, yt, m.rows, r, valid);
+            v += 1;
+          }
+        }
+      }
+    }
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace kvedge
+HWY_AFTER_NAMESPACE();
+
+#endif  // KVEDGE_SIMD_KQUANT_INTERLEAVED_COMMON_INL_H_
