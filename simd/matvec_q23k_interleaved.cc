@@ -274,118 +274,134 @@ HWY_INLINE __m256i Load256(const uint8_t* p) { return _mm256_load_si256(reinterp
 HWY_INLINE __m256 LoadHalves(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
 }
-// Bits 2j, 2j+1 of every byte at bits 0, 1.
-HWY_INLINE __m256i LowBits(__m256i x, size_t j) {
-  return _mm256_and_si256(j == 0 ? x : _mm256_srli_epi16(x, static_cast<int>(2 * j)), _mm256_set1_epi8(3));
-}
-// Bit p of every byte at bit 2.
-HWY_INLINE __m256i HighBit(__m256i x, size_t p) {
-  const __m256i at2 = p >= 2 ? _mm256_srli_epi16(x, static_cast<int>(p - 2)) : _mm256_slli_epi16(x, static_cast<int>(2 - p));
-  return _mm256_and_si256(at2, _mm256_set1_epi8(4));
-}
-// Σ over the 4 code vectors w of vpmaddubsw against the activations at q.
-HWY_INLINE __m256i Dot16(const __m256i* w, const int8_t* q) {
-  __m256i pairs = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(LoadU32(q)));
-  for (size_t i = 1; i < 4; ++i) pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[i], _mm256_set1_epi32(LoadU32(q + 4 * i))));
-  return pairs;
+// isum[v] += Σ_g sc_g·(Σ_16 c·a (Q3_K: − 4·bsum_g)) for one half's rows
+// (qs lines at qs_lines, hmask lines at hm_lines, at the half's offset;
+// sc[g]: sub-block g's scale pairs) and the V vectors of super-block s.
+// Each step takes sub-blocks 8h + 2j + k for kJ = 4/V consecutive j: it
+// shifts its 4 qs and hmask lines by the step's bit position once, makes
+// each code vector once for every vector, and keeps V·kJ = 4 int16 pair
+// sums in registers. The steps stay a loop: unrolled, GCC kept the lines
+// live across steps and spilled.
+template <bool kQ3, size_t V>
+HWY_INLINE void Dots(const uint8_t* qs_lines, const uint8_t* hm_lines, const __m256i* sc, const QChunk* xc, size_t s,
+                     __m256i* isum) {
+  constexpr size_t kJ = 4 / V;
+  static_assert(kJ >= 1 && V * kJ == 4, "4 pair sums in flight");
+  const __m256i k3 = _mm256_set1_epi8(3), k4 = _mm256_set1_epi8(4);
+  for (size_t step = 0; step < 16 / kJ; ++step) {
+    const size_t h = step / (8 / kJ), k = step / (4 / kJ) % 2, j0 = kJ * (step % (4 / kJ));
+    const __m128i q_shift = _mm_cvtsi32_si128(static_cast<int>(2 * j0));      // bits 2j0… of qs at 0
+    const __m128i h_shift = _mm_cvtsi32_si128(static_cast<int>(4 * h + j0));  // bit 4h + j0 of hmask at 0
+    __m256i pairs[V][kJ];
+#pragma GCC unroll 4
+    for (size_t l = 0; l < 4; ++l) {
+      const __m256i qs = _mm256_srl_epi16(Load256(qs_lines + 64 * (8 * h + 4 * k + l)), q_shift);
+      const __m256i hm = kQ3 ? _mm256_srl_epi16(Load256(hm_lines + 64 * (4 * k + l)), h_shift) : qs;
+#pragma GCC unroll 4
+      for (size_t jj = 0; jj < kJ; ++jj) {
+        __m256i w = _mm256_and_si256(jj == 0 ? qs : _mm256_srli_epi16(qs, static_cast<int>(2 * jj)), k3);
+        if constexpr (kQ3) {
+          const __m256i at2 = jj <= 2 ? _mm256_slli_epi16(hm, static_cast<int>(2 - jj)) : _mm256_srli_epi16(hm, 1);
+          w = _mm256_or_si256(w, _mm256_and_si256(at2, k4));
+        }
+#pragma GCC unroll 4
+        for (size_t v = 0; v < V; ++v) {
+          const __m256i b = _mm256_set1_epi32(LoadU32(xc[v].a[s].qs + 128 * h + 32 * (j0 + jj) + 16 * k + 4 * l));
+          const __m256i p = _mm256_maddubs_epi16(w, b);
+          pairs[v][jj] = l == 0 ? p : _mm256_add_epi16(pairs[v][jj], p);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (size_t jj = 0; jj < kJ; ++jj) {
+      const size_t g = 8 * h + 2 * (j0 + jj) + k;
+#pragma GCC unroll 4
+      for (size_t v = 0; v < V; ++v) {
+        __m256i pr = pairs[v][jj];
+        if constexpr (kQ3) pr = _mm256_sub_epi16(pr, _mm256_set1_epi32(xc[v].bsum2_pair[s][g]));
+        isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(pr, sc[g]));
+      }
+    }
+  }
 }
 
-// As the VNNI tiles, for Q3_K (kQ3) or Q2_K. MatVec (V = 1) takes both
-// halves per super-block, so the group streams once; MatMul tiles one half
-// per pass.
+// As the VNNI tiles, for Q3_K (kQ3) or Q2_K, one half per pass over the
+// chunk span: the first pass streams the group (and prefetches), the
+// second reads the span (≤ 28 KiB) from cache. (MatVec took both halves
+// per super-block in one pass before: with 8 pair sums or 2 halves'
+// shared broadcasts in flight GCC spilled; 2048x2048 Q3_K 3.9 → 4.8 GB/s
+// from L3, AVX2.)
 template <bool kQ3, size_t V>
 HWY_NOINLINE void Q23Tile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc,
                           float* y, size_t y_stride, size_t row0, size_t valid_rows) {
   constexpr WeightType kType = kQ3 ? WeightType::kQ3_K : WeightType::kQ2_K;
-  constexpr size_t kPerPass = V == 1 ? 2 : 1;  // halves per pass
   const __m256i k0f = _mm256_set1_epi32(0x0f0f0f0f), k03 = _mm256_set1_epi32(0x03030303);
   const __m256i low_bytes = _mm256_set1_epi32(0x00FF00FF), k32 = _mm256_set1_epi16(32);
-  for (size_t h0 = 0; h0 * kHalfRows < valid_rows; h0 += kPerPass) {
-    size_t rows[kPerPass];  // valid rows of each half in this pass (0: none)
-    __m256 sum[kPerPass][V];
-    for (size_t i = 0; i < kPerPass; ++i) {
-      const size_t first = (h0 + i) * kHalfRows;
-      rows[i] = first < valid_rows ? std::min(kHalfRows, valid_rows - first) : 0;
-      for (size_t v = 0; v < V; ++v) {
-        HWY_ALIGN float tmp[kHalfRows] = {};
-        if (cb > 0 && rows[i] > 0) {
-          std::copy(y + v * y_stride + row0 + first, y + v * y_stride + row0 + first + rows[i], tmp);
-        }
-        sum[i][v] = _mm256_load_ps(tmp);
-      }
+  for (size_t half = 0; half * kHalfRows < valid_rows; ++half) {
+    const size_t first = half * kHalfRows, rows = std::min(kHalfRows, valid_rows - first);
+    __m256 sum[V];
+#pragma GCC unroll 4
+    for (size_t v = 0; v < V; ++v) {
+      HWY_ALIGN float tmp[kHalfRows] = {};
+      if (cb > 0) std::copy(y + v * y_stride + row0 + first, y + v * y_stride + row0 + first + rows, tmp);
+      sum[v] = _mm256_load_ps(tmp);
     }
     for (size_t s = 0; s < nsb; ++s) {
-      if (h0 == 0) PrefetchAhead(kType, group, group_bytes, cb, nsb, s);
-      for (size_t i = 0; i < kPerPass; ++i) {
-        const size_t half = h0 + i, off = 32 * half;
-        const uint8_t* body = kQ3 ? group + InterleavedQ3KBodyOffset(cb + s) : group + (cb + s) * kILQ2SuperBytes;
-        const uint8_t* qs_lines = body + (kQ3 ? kILQ3QsOffset : kILQ2QsOffset) + off;
-        __m256i sc4[4], mn4[4];  // Q3_K: unpacked scale bytes; Q2_K: scale and min nibbles
-        if constexpr (kQ3) {
-          const __m256i u0 = Load256(body + kILQ3ScalesOffset + off);
-          const __m256i u1 = Load256(body + kILQ3ScalesOffset + 64 + off);
-          const __m256i u2 = Load256(body + kILQ3ScalesOffset + 128 + off);
-          sc4[0] = _mm256_or_si256(_mm256_and_si256(u0, k0f), _mm256_slli_epi32(_mm256_and_si256(u2, k03), 4));
-          sc4[1] = _mm256_or_si256(_mm256_and_si256(u1, k0f),
-                                   _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u2, 2), k03), 4));
-          sc4[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u0, 4), k0f),
-                                   _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k03), 4));
-          sc4[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u1, 4), k0f),
-                                   _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u2, 6), k03), 4));
-        } else {
+      if (half == 0) PrefetchAhead(kType, group, group_bytes, cb, nsb, s);
+      const size_t off = 32 * half;
+      const uint8_t* body = kQ3 ? group + InterleavedQ3KBodyOffset(cb + s) : group + (cb + s) * kILQ2SuperBytes;
+      const uint8_t* scales = body + (kQ3 ? kILQ3ScalesOffset : kILQ2ScalesOffset) + off;
+      __m256i sc4[4], mn4[4];  // Q3_K: unpacked scale bytes; Q2_K: scale and min nibbles
+      if constexpr (kQ3) {
+        const __m256i u0 = Load256(scales), u1 = Load256(scales + 64), u2 = Load256(scales + 128);
+        sc4[0] = _mm256_or_si256(_mm256_and_si256(u0, k0f), _mm256_slli_epi32(_mm256_and_si256(u2, k03), 4));
+        sc4[1] = _mm256_or_si256(_mm256_and_si256(u1, k0f),
+                                 _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u2, 2), k03), 4));
+        sc4[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u0, 4), k0f),
+                                 _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k03), 4));
+        sc4[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u1, 4), k0f),
+                                 _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u2, 6), k03), 4));
+      } else {
+#pragma GCC unroll 4
+        for (size_t k = 0; k < 4; ++k) {
+          const __m256i u = Load256(scales + 64 * k);
+          sc4[k] = _mm256_and_si256(u, k0f);
+          mn4[k] = _mm256_and_si256(_mm256_srli_epi32(u, 4), k0f);
+        }
+      }
+      __m256i sc[16];  // sub-block g's scale as (sc, sc) int16 pairs per row (Q3_K: sc − 32)
+#pragma GCC unroll 16
+      for (size_t g = 0; g < 16; ++g) {
+        const __m256i pair = _mm256_shuffle_epi8(sc4[g / 4], PairPattern(g % 4));
+        sc[g] = kQ3 ? _mm256_sub_epi16(pair, k32) : pair;
+      }
+      __m256i isum[V];
+#pragma GCC unroll 4
+      for (size_t v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256();
+      Dots<kQ3, V>(body + (kQ3 ? kILQ3QsOffset : kILQ2QsOffset) + off, body + kILQ3HmaskOffset + off, sc, xc, s, isum);
+      const __m256 dw = LoadHalves(kQ3 ? group + InterleavedQ3KDOffset(cb + s) + 16 * half : body + kILQ2DOffset + 16 * half);
+#pragma GCC unroll 4
+      for (size_t v = 0; v < V; ++v) {
+        const float dx = xc[v].a[s].d;
+        sum[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), sum[v]);
+        if constexpr (!kQ3) {
+          const int32_t* mp = xc[v].min_pairs[s];
+          __m256i m = _mm256_setzero_si256();
+#pragma GCC unroll 4
           for (size_t k = 0; k < 4; ++k) {
-            const __m256i u = Load256(body + kILQ2ScalesOffset + 64 * k + off);
-            sc4[k] = _mm256_and_si256(u, k0f);
-            mn4[k] = _mm256_and_si256(_mm256_srli_epi32(u, 4), k0f);
+            m = _mm256_add_epi32(m, _mm256_madd_epi16(_mm256_and_si256(mn4[k], low_bytes), _mm256_set1_epi32(mp[2 * k])));
+            m = _mm256_add_epi32(m, _mm256_madd_epi16(_mm256_srli_epi16(mn4[k], 8), _mm256_set1_epi32(mp[2 * k + 1])));
           }
-        }
-        __m256i isum[V];
-        for (size_t v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256();
-        for (size_t h = 0; h < 2; ++h) {
-          for (size_t j = 0; j < 4; ++j) {
-            for (size_t k = 0; k < 2; ++k) {
-              const size_t g = 8 * h + 2 * j + k;
-              __m256i w[4];
-              for (size_t l = 0; l < 4; ++l) {
-                w[l] = LowBits(Load256(qs_lines + 64 * (8 * h + 4 * k + l)), j);
-                if constexpr (kQ3) {
-                  w[l] = _mm256_or_si256(w[l], HighBit(Load256(body + kILQ3HmaskOffset + off + 64 * (4 * k + l)), 4 * h + j));
-                }
-              }
-              __m256i sc = _mm256_shuffle_epi8(sc4[g / 4], PairPattern(g % 4));
-              if constexpr (kQ3) sc = _mm256_sub_epi16(sc, k32);
-              for (size_t v = 0; v < V; ++v) {
-                __m256i pairs = Dot16(w, xc[v].a[s].qs + 128 * h + 32 * j + 16 * k);
-                if constexpr (kQ3) pairs = _mm256_sub_epi16(pairs, _mm256_set1_epi32(xc[v].bsum2_pair[s][g]));
-                isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(pairs, sc));
-              }
-            }
-          }
-        }
-        const __m256 dw = LoadHalves(kQ3 ? group + InterleavedQ3KDOffset(cb + s) + 16 * half : body + kILQ2DOffset + 16 * half);
-        for (size_t v = 0; v < V; ++v) {
-          const float dx = xc[v].a[s].d;
-          sum[i][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), sum[i][v]);
-          if constexpr (!kQ3) {
-            const int32_t* mp = xc[v].min_pairs[s];
-            __m256i m = _mm256_setzero_si256();
-            for (size_t k = 0; k < 4; ++k) {
-              m = _mm256_add_epi32(m, _mm256_madd_epi16(_mm256_and_si256(mn4[k], low_bytes), _mm256_set1_epi32(mp[2 * k])));
-              m = _mm256_add_epi32(m, _mm256_madd_epi16(_mm256_srli_epi16(mn4[k], 8), _mm256_set1_epi32(mp[2 * k + 1])));
-            }
-            const __m256 dmin = LoadHalves(body + kILQ2DminOffset + 16 * half);
-            sum[i][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, _mm256_set1_ps(-dx)), sum[i][v]);
-          }
+          const __m256 dmin = LoadHalves(body + kILQ2DminOffset + 16 * half);
+          sum[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, _mm256_set1_ps(-dx)), sum[v]);
         }
       }
     }
-    for (size_t i = 0; i < kPerPass; ++i) {
-      if (rows[i] == 0) continue;
-      for (size_t v = 0; v < V; ++v) {
-        HWY_ALIGN float tmp[kHalfRows];
-        _mm256_store_ps(tmp, sum[i][v]);
-        std::copy(tmp, tmp + rows[i], y + v * y_stride + row0 + (h0 + i) * kHalfRows);
-      }
+#pragma GCC unroll 4
+    for (size_t v = 0; v < V; ++v) {
+      HWY_ALIGN float tmp[kHalfRows];
+      _mm256_store_ps(tmp, sum[v]);
+      std::copy(tmp, tmp + rows, y + v * y_stride + row0 + first);
     }
   }
 }
