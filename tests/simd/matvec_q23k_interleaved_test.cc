@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -117,14 +116,6 @@ namespace HWY_NAMESPACE {
 // 64 (matvec_kquant.cc's chunk).
 const size_t kCols[] = {256, 3 * 256, 2048, 4096 + 256, 16384 + 512};
 
-// Under qemu and the sanitizers (KVEDGE_TEST_SCALE < 1) the MatMul sweep
-// takes an odd short row (768 columns) instead of the long one: the same
-// tiles and tails (and an odd super-block count), a sixth of the emulated work.
-inline bool QuickRun() {
-  const char* scale = std::getenv("KVEDGE_TEST_SCALE");  // as testing::ScaledCount reads it
-  return scale != nullptr && std::atof(scale) < 1.0;
-}
-
 // MatVec on the interleaved copy == the Q8_K reference on the GGUF rows ==
 // the reference reading the interleaved copy, bit for bit; rows that fill
 // groups and rows that leave the last group partial.
@@ -189,6 +180,8 @@ void TestInterleavedQ23KMatMulAndThreads() {
   std::mt19937 rng(83);
   std::unique_ptr<ThreadArena> arena = ThreadArena::Create(3).value();
   for (WeightType t : kTypes) {
+  // QuickRun (qemu, sanitizers): an odd short row (768 columns) instead of the long one, the same
+  // tiles, tails and odd super-block count at a sixth of the emulated work.
   for (size_t cols : {size_t{512}, QuickRun() ? size_t{768} : size_t{4096 + 512}}) {
     for (size_t rows : {size_t{37}, size_t{64}}) {
       const TestMatrix m = RandomMatrix(t, rows, cols, rng);

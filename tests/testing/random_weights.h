@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <algorithm>
@@ -22,6 +23,16 @@
 #include "simd/weight_quant.h"
 
 namespace kvedge {
+
+// Under qemu and the sanitizers (KVEDGE_TEST_SCALE < 1, read as
+// testing::ScaledCount reads it) the long kernel sweeps take a shorter case
+// of the same tiles and tails. (tests/testing/test_data.h cannot be included
+// here: its namespace kvedge::testing hides ::testing from Highway's
+// HWY_BEFORE_TEST inside namespace kvedge.)
+inline bool QuickRun() {
+  const char* scale = std::getenv("KVEDGE_TEST_SCALE");
+  return scale != nullptr && std::atof(scale) < 1.0;
+}
 
 // Byte offsets of the f16 fields (scales, mins) inside one block of t.
 inline std::vector<size_t> HalfFields(WeightType t) {
