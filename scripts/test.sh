@@ -4,9 +4,10 @@
 #      then the quality evaluator's --quick smoke run
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build + ctest
 #   3. ThreadSanitizer build + the multi-threaded tests
-#   4. aarch64 cross build + ctest under qemu-aarch64: every suite on NEON (cortex-a72); the weight- and
+#   4. aarch64 cross build + ctest under qemu-aarch64: every suite on NEON (cortex-a72; not the SCALAR
+#      instances, never dispatched on aarch64, run by the x86 stages); the weight- and
 #      KV-kernel suites' NEON instances on neoverse-n1 (dotprod); the SIMD and KV-cache suites (the code that
-#      dispatches per target) again on SVE at 256 and 512 bits (SVE_256, SVE2)
+#      dispatches per target) again on SVE at 128, 256 and 512 bits (SVE2_128, SVE_256, SVE2 + SVE)
 #   5. fuzz smoke (libFuzzer, short) when its script exists
 #   6. install: scripts/test-install.sh (install, CMake/pkg-config/Python embedders, .deb contents)
 # Usage: scripts/test.sh [--only release|asan|tsan|aarch64|fuzz|install]...  (default: all)
@@ -106,16 +107,23 @@ if want tsan; then
 fi
 if want aarch64; then
   build aarch64
-  run_ctest "aarch64 qemu -cpu cortex-a72 (all suites)" env QEMU_CPU=cortex-a72 ctest --preset aarch64
+  # Not the per-target SCALAR instances: on aarch64 dispatch always has NEON (the portable code they run
+  # is the x86 stages' SCALAR, tested there), and under qemu they cost as much as the NEON ones.
+  run_ctest "aarch64 qemu -cpu cortex-a72 (all suites)" env QEMU_CPU=cortex-a72 GTEST_FILTER='-*/SCALAR' \
+    ctest --preset aarch64
   # cortex-a72 has no Armv8.2 dotprod: its NEON instances ran the fallback. Neoverse N1 has sdot, which
   # the NEON weight kernels and the int8/int4 attention scores take (simd/arm_dotprod.h,
   # simd/kv_kernels_arm-inl.h): those suites' NEON instances again there.
   run_ctest "aarch64 qemu -cpu neoverse-n1 (weight- and KV-kernel suites, NEON with dotprod)" env QEMU_CPU=neoverse-n1 \
     GTEST_FILTER='*/NEON' ctest --preset aarch64 -R '^kvedge_simd_(legacy|kquant|model|batch|kv)_test$'
-  # The SIMD kernels and the KV cache dispatch per target: their suites run again on the SVE targets
-  # (the per-target instances of NEON and SCALAR ran on cortex-a72 above: not again here).
-  for cpu in "max,sve-default-vector-length=32" "max,sve-default-vector-length=64"; do
-    run_ctest "aarch64 qemu -cpu $cpu (SIMD + KV-cache suites)" env QEMU_CPU="$cpu" GTEST_FILTER='-*/NEON:*/SCALAR' \
+  # The SIMD kernels and the KV cache dispatch per target: their suites run again on each SVE target at
+  # the vector length that dispatches it: SVE2_128 at 128 bits (Neoverse N2/V2), SVE_256 at 256 (V1),
+  # the length-agnostic SVE2 and SVE at 512 (A64FX). Each run skips the per-target instances dispatch
+  # would not take at its length (the generic SVE2/SVE below 512 bits; NEON ran on cortex-a72 above);
+  # the suites' other tests dispatch to the best target of each length.
+  for run in "16 -*/NEON:*/SCALAR:*/SVE2:*/SVE" "32 -*/NEON:*/SCALAR:*/SVE2:*/SVE" "64 -*/NEON:*/SCALAR"; do
+    cpu="max,sve-default-vector-length=${run%% *}"
+    run_ctest "aarch64 qemu -cpu $cpu (SIMD + KV-cache suites)" env QEMU_CPU="$cpu" GTEST_FILTER="${run#* }" \
       ctest --preset aarch64 -R '^kvedge_(simd_[a-z0-9_]+|kvcache)_test$'
   done
 fi

@@ -21,6 +21,7 @@
 #include "simd/model_kernels_ref.h"
 #include "simd/weight_format.h"
 #include "simd/weight_quant.h"
+#include "tests/testing/test_scale.h"
 
 namespace kvedge {
 

@@ -35,13 +35,19 @@ std::string TempDir() {
 
 namespace kvedge {
 
-int ScaledCount(int n, int minimum) {
+double TestScale() {
   const char* env = std::getenv("KVEDGE_TEST_SCALE");
   double scale = 1.0;
   if (env != nullptr && env[0] != '\0') scale = std::atof(env);
   if (!(scale > 0.0)) scale = 1.0;
-  const int scaled = static_cast<int>(n * std::min(scale, 1.0));
+  return std::min(scale, 1.0);
+}
+
+int ScaledCount(int n, int minimum) {
+  const int scaled = static_cast<int>(n * TestScale());
   return scaled < minimum ? minimum : scaled;
 }
+
+bool QuickRun() { return TestScale() < 1.0; }
 
 }  // namespace kvedge

@@ -14,6 +14,10 @@ namespace kvedge {
 // the property they check does not depend on the count, only its strength does.
 int ScaledCount(int n, int minimum);
 
+// True when KVEDGE_TEST_SCALE < 1 (qemu, sanitizers): the long kernel sweeps
+// then take a shorter case of the same tiles and tails.
+bool QuickRun();
+
 }  // namespace kvedge
 
 #endif  // KVEDGE_TESTS_TESTING_TEST_SCALE_H_
