@@ -138,12 +138,6 @@ StatusOr<AlignedBuffer> AlignedBuffer::AllocatePages(size_t bytes, const char* w
 #ifdef MADV_HUGEPAGE
   ::madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);  // advice only
 #endif
-#ifdef MADV_POPULATE_WRITE
-  // Every page made resident in one call (Linux >= 5.14) rather than one
-  // fault per page as the buffer is filled; older kernels answer EINVAL and
-  // the pages fault in on first touch as before.
-  ::madvise(reinterpret_cast<void*>(aligned), size, MADV_POPULATE_WRITE);
-#endif
   buf.data_ = reinterpret_cast<uint8_t*>(aligned);
   buf.size_ = bytes;
   buf.mapped_ = size;

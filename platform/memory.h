@@ -59,8 +59,6 @@ class AlignedBuffer {
   // huge pages before the first touch (Linux MADV_HUGEPAGE; 4 KiB pages where
   // THP is off). For big, long-lived, streamed buffers such as interleaved
   // weights: fewer page faults to fill them, fewer TLB misses to stream them.
-  // Populated at once where the kernel can (MADV_POPULATE_WRITE): the whole
-  // size is resident on return.
   static StatusOr<AlignedBuffer> AllocatePages(size_t bytes, const char* what);
 
   AlignedBuffer() = default;
