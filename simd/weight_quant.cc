@@ -31,7 +31,10 @@ void InterleaveGroupsQ4K(const MatrixView& src, size_t group_begin, size_t group
   const uint8_t* rows = static_cast<const uint8_t*>(src.data);
   for (size_t g = group_begin; g < group_end; ++g) {
     uint8_t* group = dst + g * group_bytes;
-    std::fill(group, group + group_bytes, uint8_t{0});  // missing rows: d = dmin = 0, zero weights
+    // Every byte of a full group is written below: only a short last group
+    // is zeroed first (missing rows: d = dmin = 0, zero weights), so the
+    // loader's fresh pages are written once.
+    if ((g + 1) * kInterleaveRows > src.rows) std::fill(group, group + group_bytes, uint8_t{0});
     for (size_t i = 0; i < kInterleaveRows && g * kInterleaveRows + i < src.rows; ++i) {
       const auto* blocks = reinterpret_cast<const BlockQ4_K*>(rows + (g * kInterleaveRows + i) * row_bytes);
       for (size_t s = 0; s < nsb; ++s) {
@@ -54,7 +57,13 @@ void InterleaveGroupsQ6K(const MatrixView& src, size_t group_begin, size_t group
   const uint8_t* rows = static_cast<const uint8_t*>(src.data);
   for (size_t g = group_begin; g < group_end; ++g) {
     uint8_t* group = dst + g * group_bytes;
-    std::fill(group, group + group_bytes, uint8_t{0});  // missing rows: d = 0, zero weights
+    // As Q4_K: a full group's bytes are all written but the padding after
+    // the d array (odd nsb), zeroed here (missing rows: d = 0).
+    if ((g + 1) * kInterleaveRows > src.rows) {
+      std::fill(group, group + group_bytes, uint8_t{0});
+    } else {
+      std::fill(group + InterleavedQ6DOffset(nsb) + 32 * nsb, group + group_bytes, uint8_t{0});
+    }
     for (size_t i = 0; i < kInterleaveRows && g * kInterleaveRows + i < src.rows; ++i) {
       const auto* blocks = reinterpret_cast<const BlockQ6_K*>(rows + (g * kInterleaveRows + i) * row_bytes);
       for (size_t s = 0; s < nsb; ++s) {

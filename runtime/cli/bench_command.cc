@@ -60,8 +60,12 @@ int RunBench(const BenchOptions& opt) {
   if (opt.prompt > 0 && opt.streams > 1) {
     return ReportError("bench", InvalidArgument("--prompt times one stream's first token: use it with --streams 1"));
   }
+  const double load_c0 = ProcessCpuSeconds();
+  const double load_t0 = NowSeconds();
   auto loaded = LoadModelAndTokenizer(opt.model, /*need_tokenizer=*/false);
   if (!loaded.ok()) return ReportError("bench", loaded.status());
+  const double load_s = NowSeconds() - load_t0;  // map, parse, repack (interleaved layouts)
+  const double load_cpu_s = ProcessCpuSeconds() - load_c0;
   const ModelWeights& model = *loaded->weights;
   KvFlags kv = opt.kv;
   if (kv.capacity == 0 && kv.budget.empty()) kv.capacity = opt.depth + opt.prompt + opt.n_decode + 1;
@@ -173,6 +177,8 @@ int RunBench(const BenchOptions& opt) {
     j["n_decode"] = opt.n_decode;
     j["fill"] = opt.fill;
     j["prompt"] = opt.prompt;
+    j["load_s"] = load_s;
+    j["load_cpu_s"] = load_cpu_s;
     j["prefill_tokens"] = fill.size();  // per stream
     j["prefill_tokens_per_s"] = prefill_tps;
     j["prefill_cpu_s"] = prefill_cpu_s;
