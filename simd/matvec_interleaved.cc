@@ -248,7 +248,6 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t grou
   for (size_t v = 0; v < V; ++v) _mm512_mask_storeu_ps(y + v * y_stride + row0, mask, sum[v]);
 }
 constexpr bool kInterleavedPreferred = true;
-constexpr size_t kLaneTileVecs = 8;
 #elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 // AVX2 and AVX-512 without VNNI (Haswell … Alder Lake, Zen 2/3, Skylake-SP):
 // the same one-row-per-int32-lane scheme with vpmaddubsw (u8 × s8 pairs →
@@ -276,7 +275,6 @@ inline constexpr bool kLaneSigned = LaneFormat<Block>::kType == WeightType::kQ8_
 using LaneI = __m256i;
 using LaneF = __m256;
 constexpr size_t kLaneRows = 8;
-constexpr size_t kLaneTileVecs = 4;  // 16 ymm: 8 codes + 4 sums + temps
 HWY_INLINE LaneI LaneLoad(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
 HWY_INLINE LaneI LaneSet8(int v) { return _mm256_set1_epi8(static_cast<char>(v)); }
 HWY_INLINE LaneI LaneSet16(int v) { return _mm256_set1_epi16(static_cast<int16_t>(v)); }
@@ -326,7 +324,6 @@ HWY_INLINE void LaneStoreF(LaneF v, float* p, size_t n) {
 using LaneI = __m512i;
 using LaneF = __m512;
 constexpr size_t kLaneRows = 16;
-constexpr size_t kLaneTileVecs = 8;
 HWY_INLINE LaneI LaneLoad(const uint8_t* p) { return _mm512_load_si512(p); }
 HWY_INLINE LaneI LaneSet8(int v) { return _mm512_set1_epi8(static_cast<char>(v)); }
 HWY_INLINE LaneI LaneSet16(int v) { return _mm512_set1_epi16(static_cast<int16_t>(v)); }
@@ -442,7 +439,11 @@ HWY_INLINE LaneI LaneBlockDot(const LaneI* w, const int8_t* q) {
 // 0 (offset −kOffset·Σx per block); signed ones need no offset.
 // AVX2 holds a group in two halves: MatVec (V = 1) takes both per block, so
 // the group streams once (half by half it ran at ~half the DRAM speed);
-// MatMul tiles take one half per pass, so V sums and 8 codes fit 16 ymm.
+// MatMul tiles take one half per pass. 16 ymm do not hold 8 codes and V
+// sums even at V = 4 (GCC keeps the sums on the stack there too), so the
+// 8-vector tile shares each half's unpack among twice the vectors for a few
+// more spills (MatMul/q4_0.il16/32000x2048/dram/batch:8 5–10% less CPU time
+// than two 4-vector tiles, AVX2).
 template <class Block, size_t V>
 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb, size_t nb,
                            const LaneChunk* const* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
@@ -487,7 +488,6 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, size_t /*group_bytes*/, size_t 
 // Portable form: int16 multiply-adds per sub-vector of rows (the int16 path's
 // arithmetic); exact integer dots, the same f32 sequence per (row, vector).
 constexpr bool kInterleavedPreferred = false;
-constexpr size_t kLaneTileVecs = 8;
 // Lane codes on this target: unsigned, u = q + kOffset (LaneFormat).
 template <class Block>
 inline constexpr int32_t kLaneOffset = LaneFormat<Block>::kOffset;
@@ -635,8 +635,8 @@ void LaneMatMulRows(const MatrixView& m, const float* x, size_t n, float* y, siz
         for (size_t v = 0; v < nv;) {
           const LaneChunk* xv[kMatMulTile];
           for (size_t j = 0; j < nv - v; ++j) xv[j] = xc + v + j;
-          if (kLaneTileVecs == 8 && nv - v >= 8) {
-            LaneTile<Block, kLaneTileVecs>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
+          if (nv - v >= 8) {
+            LaneTile<Block, 8>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
             v += 8;
           } else if (nv - v >= 4) {
             LaneTile<Block, 4>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
