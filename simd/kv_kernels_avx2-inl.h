@@ -387,59 +387,76 @@ HWY_INLINE void Avx2FoldValueWeights(size_t cg, const float* HWY_RESTRICT w, siz
   }
 }
 
-HWY_INLINE __m128i Avx2Load8(const uint8_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); }
-
-// Two tokens' 8 code bytes (x: token t, y: token t+1) as int32 lanes
-// c = (x_c, y_c) in int16 halves.
-HWY_INLINE __m256i Avx2TokenPair8(const uint8_t* HWY_RESTRICT x, const uint8_t* HWY_RESTRICT y) {
-  return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(Avx2Load8(x), Avx2Load8(y)));
+// Two tokens' 16 code bytes (x: token t, y: token t+1) as int32 lanes
+// c = (x_c, y_c) in int16 halves: lo channels 0..7, hi 8..15.
+HWY_INLINE void Avx2TokenPair(__m128i x, __m128i y, __m256i& lo, __m256i& hi) {
+  lo = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(x, y));
+  hi = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(x, y));
 }
 
-// out[i·D + c] += Σ_t δ·iw·code for queries q0..q0+kQ−1 (kQ ≤ 4) and one
-// block: per 8-channel chunk c0 < D/2 and its partner c0 + D/2, 16 token
-// pairs. A token pair's codes of the two chunks are decoded once for the
-// kQ queries (16 ymm registers: 8 accumulators, 2 code vectors, 2
-// broadcasts; 4 instructions per decode against 4·kQ multiply-adds).
+HWY_INLINE __m128i Avx2Load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+
+// out[i·D + c] += Σ_t δ·iw·code for queries q0 (, q0 + 1) and one block:
+// per 16-channel chunk c0 < D/2 and its partner c0 + D/2, 16 token pairs.
 template <int kQ, bool kInt4>
 HWY_INLINE void Avx2ValueBlock(size_t D, const uint8_t* HWY_RESTRICT block, const Avx2ValueFold& v, size_t q0,
                                float* HWY_RESTRICT out) {
-  static_assert(kQ >= 1 && kQ <= 4, "accumulators of at most 4 queries fit the registers");
   const size_t half = D / 2;
   const size_t row = kInt4 ? half : D;  // code bytes per token
-  for (size_t c0 = 0; c0 < half; c0 += 8) {
+  const int32_t(*iwa)[kAvx2Tokens / 2] = v.iw[q0];
+  const int32_t(*iwb)[kAvx2Tokens / 2] = v.iw[q0 + (kQ > 1 ? 1 : 0)];
+  for (size_t c0 = 0; c0 < half; c0 += 16) {
     const size_t jl = c0 / kValueGroup, jh = (c0 + half) / kValueGroup;
-    __m256i lo[kQ], hi[kQ];  // [query] channels c0..c0+7, c0+D/2..c0+D/2+7
-    for (int i = 0; i < kQ; ++i) lo[i] = hi[i] = _mm256_setzero_si256();
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    __m256i b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     for (size_t tp = 0; tp < kAvx2Tokens / 2; ++tp) {
       const uint8_t* r = block + 2 * tp * row + c0;
-      __m256i l, h;
+      __m256i l0, l1, h0, h1;  // channels c0..c0+7, c0+8..c0+15, then + D/2
       if constexpr (kInt4) {  // byte j: channel j (low nibble), j + D/2 (high)
-        const __m256i w = Avx2TokenPair8(r, r + row);
-        l = _mm256_and_si256(w, _mm256_set1_epi16(0x0F));
-        h = _mm256_srli_epi16(w, 4);
+        __m256i w0, w1;
+        Avx2TokenPair(Avx2Load16(r), Avx2Load16(r + row), w0, w1);
+        const __m256i nibble = _mm256_set1_epi16(0x0F);
+        l0 = _mm256_and_si256(w0, nibble);
+        l1 = _mm256_and_si256(w1, nibble);
+        h0 = _mm256_srli_epi16(w0, 4);
+        h1 = _mm256_srli_epi16(w1, 4);
       } else {
-        l = Avx2TokenPair8(r, r + row);
-        h = Avx2TokenPair8(r + half, r + row + half);
+        Avx2TokenPair(Avx2Load16(r), Avx2Load16(r + row), l0, l1);
+        Avx2TokenPair(Avx2Load16(r + half), Avx2Load16(r + row + half), h0, h1);
       }
-      for (int i = 0; i < kQ; ++i) {
-        lo[i] = MaddAdd(lo[i], l, _mm256_set1_epi32(v.iw[q0 + i][jl][tp]));
-        hi[i] = MaddAdd(hi[i], h, _mm256_set1_epi32(v.iw[q0 + i][jh][tp]));
+      const __m256i xl = _mm256_set1_epi32(iwa[jl][tp]);
+      const __m256i xh = _mm256_set1_epi32(iwa[jh][tp]);
+      a0 = MaddAdd(a0, l0, xl);
+      a1 = MaddAdd(a1, l1, xl);
+      a2 = MaddAdd(a2, h0, xh);
+      a3 = MaddAdd(a3, h1, xh);
+      if constexpr (kQ > 1) {
+        const __m256i yl = _mm256_set1_epi32(iwb[jl][tp]);
+        const __m256i yh = _mm256_set1_epi32(iwb[jh][tp]);
+        b0 = MaddAdd(b0, l0, yl);
+        b1 = MaddAdd(b1, l1, yl);
+        b2 = MaddAdd(b2, h0, yh);
+        b3 = MaddAdd(b3, h1, yh);
       }
     }
-    for (int i = 0; i < kQ; ++i) {
-      float* o = out + (q0 + i) * D + c0;
-      _mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo[i]), _mm256_set1_ps(v.step[q0 + i][jl]),
-                                          _mm256_loadu_ps(o)));
-      _mm256_storeu_ps(o + half, _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi[i]), _mm256_set1_ps(v.step[q0 + i][jh]),
-                                                 _mm256_loadu_ps(o + half)));
-    }
+    const auto finish = [&](__m256i v0, __m256i v1, __m256i v2, __m256i v3, size_t i, float* HWY_RESTRICT o) {
+      const __m256 sl = _mm256_set1_ps(v.step[i][jl]);
+      const __m256 sh = _mm256_set1_ps(v.step[i][jh]);
+      _mm256_storeu_ps(o + c0, _mm256_fmadd_ps(_mm256_cvtepi32_ps(v0), sl, _mm256_loadu_ps(o + c0)));
+      _mm256_storeu_ps(o + c0 + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(v1), sl, _mm256_loadu_ps(o + c0 + 8)));
+      _mm256_storeu_ps(o + c0 + half, _mm256_fmadd_ps(_mm256_cvtepi32_ps(v2), sh, _mm256_loadu_ps(o + c0 + half)));
+      _mm256_storeu_ps(o + c0 + half + 8,
+                       _mm256_fmadd_ps(_mm256_cvtepi32_ps(v3), sh, _mm256_loadu_ps(o + c0 + half + 8)));
+    };
+    finish(a0, a1, a2, a3, q0, out + q0 * D);
+    if constexpr (kQ > 1) finish(b0, b1, b2, b3, q0 + 1, out + (q0 + 1) * D);
   }
 }
 
 // AccumulateValueBlocksMulti for int8/int4 values, D a multiple of 32,
 // nq ≥ 2: passes of ≤ 8 queries; per block the scales and mins are widened
 // once, the queries' weights folded once (their reductions and divisions
-// together), the codes decoded once per 4 queries.
+// together), the codes decoded once per 2 queries.
 template <bool kInt4>
 HWY_NOINLINE void Avx2AccumulateValueBlocksMulti(KvFormat f, int d, const float* HWY_RESTRICT weights,
                                                  size_t weights_stride, size_t nq,
@@ -461,13 +478,8 @@ HWY_NOINLINE void Avx2AccumulateValueBlocksMulti(KvFormat f, int d, const float*
       Avx2ValueScales(block + ValueBlockMinsOffset(f, d), cg, v.flat, v.m);
       Avx2FoldValueWeights(cg, w + b * kAvx2Tokens, weights_stride, g, &v);
       size_t i = 0;
-      for (; i + 4 <= g; i += 4) Avx2ValueBlock<4, kInt4>(D, block, v, i, o);
-      switch (g - i) {
-        case 3: Avx2ValueBlock<3, kInt4>(D, block, v, i, o); break;
-        case 2: Avx2ValueBlock<2, kInt4>(D, block, v, i, o); break;
-        case 1: Avx2ValueBlock<1, kInt4>(D, block, v, i, o); break;
-        default: break;
-      }
+      for (; i + 2 <= g; i += 2) Avx2ValueBlock<2, kInt4>(D, block, v, i, o);
+      if (i < g) Avx2ValueBlock<1, kInt4>(D, block, v, i, o);
     }
     // The mins' share: out_i[c] += Σ_b Σ_t w·min of c's group (the 16-lane tree).
     for (size_t i = 0; i < g; ++i) {
