@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
+#include <vector>
 
 namespace kvedge::testing {
 
@@ -18,6 +20,43 @@ std::string SharedDir() {
 
 std::string SharedPath(const std::string& relative) { return SharedDir() + "/" + relative; }
 
+namespace {
+
+// Removes the directories TempDir made during a test when that test passes;
+// a failed test's files stay for inspection. gtest owns it once appended.
+class TempDirCleaner : public ::testing::EmptyTestEventListener {
+ public:
+  void Add(const std::filesystem::path& dir) {
+    std::lock_guard<std::mutex> lock(mu_);
+    dirs_.push_back(dir);
+  }
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!info.result()->Failed()) {
+      for (const std::filesystem::path& dir : dirs_) {
+        std::error_code ignored;  // best effort: a leftover is not a failure
+        std::filesystem::remove_all(dir, ignored);
+      }
+    }
+    dirs_.clear();
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::filesystem::path> dirs_;
+};
+
+TempDirCleaner& Cleaner() {
+  static TempDirCleaner* const cleaner = [] {
+    auto* c = new TempDirCleaner;
+    ::testing::UnitTest::GetInstance()->listeners().Append(c);
+    return c;
+  }();
+  return *cleaner;
+}
+
+}  // namespace
+
 std::string TempDir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string name = "kvedge_test";
@@ -28,6 +67,8 @@ std::string TempDir() {
   const auto dir = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  // Made inside a test: gone when it passes. (Outside one — a suite's setup — it stays.)
+  if (info != nullptr) Cleaner().Add(dir);
   return dir.string();
 }
 

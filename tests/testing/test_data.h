@@ -12,7 +12,8 @@ namespace kvedge::testing {
 // default). SharedPath("models/stories260K.bin") → absolute path.
 std::string SharedDir();
 std::string SharedPath(const std::string& relative);
-// A fresh empty directory for the calling test's scratch files.
+// A fresh empty directory for the calling test's scratch files, removed when
+// the test passes (kept when it fails).
 std::string TempDir();
 
 // test_scale.h's, so that testing::ScaledCount names it too.
