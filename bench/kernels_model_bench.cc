@@ -25,18 +25,26 @@ namespace {
 
 // A random [rows][cols] matrix in `type` and `layout`, in one 64-byte aligned
 // buffer (no per-row padding, like a mapped GGUF tensor or a loader's
-// interleaved copy).
+// interleaved copy). Only the first kDistinctRows rows are quantized; the rest
+// repeat them (the kernels' time does not depend on the values, and the
+// searching quantizers — IQ4_XS, the K-quants — would otherwise spend minutes
+// per 32000-row matrix).
 class BenchMatrix {
  public:
   BenchMatrix(WeightType type, WeightLayout layout, size_t rows, size_t cols) {
+    constexpr size_t kDistinctRows = 256;
     std::mt19937 rng(1);
     std::normal_distribution<float> dist(0.0f, 0.05f);
     std::vector<float> row(cols);
     const size_t row_bytes = WeightRowBytes(type, cols);
     AlignedBuffer rows_buf = AlignedBuffer::Allocate(rows * row_bytes, "bench matrix").value();
     for (size_t r = 0; r < rows; ++r) {
-      for (float& f : row) f = dist(rng);
       uint8_t* dst = rows_buf.data() + r * row_bytes;
+      if (r >= kDistinctRows) {
+        std::memcpy(dst, rows_buf.data() + (r % kDistinctRows) * row_bytes, row_bytes);
+        continue;
+      }
+      for (float& f : row) f = dist(rng);
       GetWeightFormat(type).quantize(row.data(), dst, cols);
     }
     view_ = MatrixView{type, rows_buf.data(), rows, cols};
