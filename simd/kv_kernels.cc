@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <cstdlib>
 #include <limits>
 
 #include "simd/kv_kernels.h"
@@ -1842,13 +1841,6 @@ void AccumulateValueBlocks(KvFormat f, int head_dim, const float* weights, const
 void ScoreKeyBlocksMulti(KvFormat f, int head_dim, int rope_dim, const float* q, size_t nq, const float* rot,
                          const uint8_t* const* blocks, size_t n_blocks, float scale, float* scores,
                          size_t scores_stride) {
-  // PROTOTYPE (attn8q): KVEDGE_PROTO_QLEVELS = 0 (exact reference), 32767, 127.
-  static const char* proto = std::getenv("KVEDGE_PROTO_QLEVELS");
-  if (proto != nullptr && IsQuantized(f)) {
-    const float levels = static_cast<float>(std::atof(proto));
-    if (levels == 0.0f) return ref::ScoreKeyBlocksMulti(f, head_dim, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores, scores_stride);
-    return ref::ProtoScoreIntQuery(f, head_dim, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores, scores_stride, levels);
-  }
   HWY_DYNAMIC_DISPATCH(ScoreKeyBlocksMulti)(f, head_dim, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores,
                                             scores_stride);
 }

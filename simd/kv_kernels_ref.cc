@@ -226,37 +226,5 @@ void RopeRotate(int dim, int rope_dim, const float* angles, const float* x, floa
   for (int i = 2 * half; i < dim; ++i) out[i] = x[i];
 }
 
-// PROTOTYPE (attn8q, not for commit): the integer score semantics with a query
-// of `levels` (32767: int16, 127: int8) per (query, block), in scalar.
-void ProtoScoreIntQuery(KvFormat f, int d, int rope_dim, const float* q, size_t nq, const float* rot,
-                        const uint8_t* const* blocks, size_t n_blocks, float scale, float* scores,
-                        size_t scores_stride, float levels) {
-  for (size_t i = 0; i < nq; ++i) {
-    for (size_t b = 0; b < n_blocks; ++b) {
-      float qr[kMaxHeadDim], qp[kMaxHeadDim];
-      RopeRotate(d, rope_dim, rot + b * rope_dim, q + i * d, qr);
-      const uint8_t* block = blocks[b];
-      float amax = 0.0f, bias = 0.0f;
-      for (int c = 0; c < d; ++c) {
-        const float s = F32FromF16(LoadF16(block + KeyBlockScalesOffset(f, d), c));
-        const float m = F32FromF16(LoadF16(block + KeyBlockMinsOffset(f, d), c));
-        qp[c] = qr[c] * s;
-        bias += qr[c] * m;
-        amax = std::max(amax, std::fabs(qp[c]));
-      }
-      const bool live = amax > 1e-33f;
-      const float step = live ? amax / levels : 0.0f;
-      const float inv = live ? levels / amax : 0.0f;
-      int32_t iq[kMaxHeadDim];
-      for (int c = 0; c < d; ++c) iq[c] = static_cast<int32_t>(std::clamp(std::nearbyint(qp[c] * inv), -levels, levels));
-      for (int t = 0; t < kG; ++t) {
-        int32_t sum = 0;
-        for (int c = 0; c < d; ++c) sum += iq[c] * KeyCode(f, d, block, c, t);
-        scores[i * scores_stride + b * kG + t] = scale * (step * static_cast<float>(sum) + bias);
-      }
-    }
-  }
-}
-
 }  // namespace ref
 }  // namespace kvedge

@@ -27,9 +27,6 @@ void ScoreKeyBlocksMulti(KvFormat f, int head_dim, int rope_dim, const float* q,
 void AccumulateValueBlocksMulti(KvFormat f, int head_dim, const float* weights, size_t weights_stride, size_t nq,
                                 const uint8_t* const* blocks, size_t n_blocks, float* out);
 float SoftmaxInPlace(float* x, size_t n);
-void ProtoScoreIntQuery(KvFormat f, int head_dim, int rope_dim, const float* q, size_t nq, const float* rot,
-                        const uint8_t* const* blocks, size_t n_blocks, float scale, float* scores,
-                        size_t scores_stride, float levels);
 void RopeAngles(double base, int rope_dim, int64_t distance, float* out);
 void RopeRotate(int dim, int rope_dim, const float* angles, const float* x, float* out);
 
