@@ -98,9 +98,9 @@ if want asan; then
 fi
 if want tsan; then
   # Only the suites labelled `threads` run under TSan, and the server (its worker, HTTP threads and
-  # clients: in process, then curl and the short load test against the TSan build's kvedge serve).
-  build tsan kvedge_platform_test kvedge_kvcache_test kvedge_engine_test kvedge_batch_decoder_test \
-    kvedge_generator_test kvedge_capi_concurrency_test kvedge_server_test kvedge
+  # clients: in process, then curl and the short load test against the TSan build's kvedge serve):
+  # target kvedge_tsan_tests builds exactly these (tests/CMakeLists.txt), on both cores.
+  build tsan kvedge_tsan_tests
   run_ctest "x86-64 tsan (threaded tests)" env KVEDGE_TEST_SCALE=0.1 ctest --preset tsan -L threads
   run_ctest "x86-64 tsan (server)" env KVEDGE_TEST_SCALE=0.1 ctest --preset tsan \
     -R '^(kvedge_server_test|server[.](e2e|load_short))'
