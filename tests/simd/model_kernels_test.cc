@@ -96,12 +96,14 @@ double AbsDot(const MatrixView& w, size_t r, const float* x) {
 }
 
 // Column counts for a format: odd sizes for float formats, 32-multiples up to
-// 5 × lanes × 32 plus sizes crossing the 4096-column activation chunk for
-// the quantized ones.
+// 5 × lanes × 32 (every block count to 8, then every 3rd; every 7th under
+// QuickRun()) plus sizes crossing the 4096-column activation chunk for the
+// quantized ones.
 std::vector<size_t> ColsFor(WeightType t, size_t lanes) {
   std::vector<size_t> cols;
   if (IsQuantizedWeight(t)) {
-    for (size_t k = 1; k <= 5 * lanes; k += (k < 8 ? 1 : 3)) cols.push_back(32 * k);
+    const size_t step = QuickRun() ? 7 : 3;
+    for (size_t k = 1; k <= 5 * lanes; k += (k < 8 ? 1 : step)) cols.push_back(32 * k);
     cols.push_back(4096);
     cols.push_back(4096 + 96);
     cols.push_back(8192 + 32);
