@@ -758,9 +758,10 @@ void TestValueMultiMatchesIntModel() {
 // K and V in int8/int4 vs the f32 cache, on keys with outlier channels and
 // Gaussian values, 2048 tokens, 16 queries. Bounds: int8 < 1% (issue goal);
 // int4 < 15% and f16 < 0.3% (measured: int8 0.63–0.66%, int4 10.8–11.4%,
-// f16 0.09–0.11%; see docs/kernels.md).
+// f16 0.09–0.11%; see docs/kernels.md). D = 64 and 128; 64 only under
+// QuickRun() (each D seeds its own data: the D = 64 figures are the same).
 void TestAttentionErrorRealistic() {
-  for (int d : {64, 128}) {
+  for (int d : QuickRun() ? std::vector<int>{64} : std::vector<int>{64, 128}) {
     std::mt19937 rng(8);
     const size_t n_blocks = 64;
     std::vector<float> channel_scale;
