@@ -12,8 +12,15 @@
 #   6. install: scripts/test-install.sh (install, CMake/pkg-config/Python embedders, .deb contents)
 # Usage: scripts/test.sh [--only release|asan|tsan|aarch64|fuzz|install]...  (default: all)
 # Builds go through ccache (CMakeLists.txt), so a clone whose sources were built before rebuilds in
-# seconds; each stage builds only the targets it runs. The sanitizer stages run the soak-style loops
-# at a tenth of their length (KVEDGE_TEST_SCALE=0.1); the release stage runs them in full.
+# seconds; each stage builds only the targets it runs, as one make target (a list of targets builds
+# one after another). The sanitizer stages run the soak-style loops at a tenth of their length
+# (KVEDGE_TEST_SCALE=0.1), the aarch64 tests at a fiftieth (0.02, set by ctest); at any scale below 1
+# the long kernel sweeps take their quick mode (QuickRun(), tests/testing/test_scale.h: fewer sizes,
+# every shape class). The release stage runs everything in full.
+# Cost (CPU seconds, cold ccache; CI wall on 2 cores is about half): aarch64 qemu runs ~1,100 since
+# the kernel suites' quick mode (the KV-kernel suite's five runs ~1,180 -> 134, measured), asan build
+# ~1,340, fuzz (clang ASan) build ~1,120, release build ~840, aarch64 build ~810, tsan build ~460
+# (README, the CI paragraph).
 # Prints a summary of what ran; exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -98,9 +105,9 @@ if want asan; then
 fi
 if want tsan; then
   # Only the suites labelled `threads` run under TSan, and the server (its worker, HTTP threads and
-  # clients: in process, then curl and the short load test against the TSan build's kvedge serve).
-  build tsan kvedge_platform_test kvedge_kvcache_test kvedge_engine_test kvedge_batch_decoder_test \
-    kvedge_generator_test kvedge_capi_concurrency_test kvedge_server_test kvedge
+  # clients: in process, then curl and the short load test against the TSan build's kvedge serve):
+  # target kvedge_tsan_tests builds exactly these (tests/CMakeLists.txt), on both cores.
+  build tsan kvedge_tsan_tests
   run_ctest "x86-64 tsan (threaded tests)" env KVEDGE_TEST_SCALE=0.1 ctest --preset tsan -L threads
   run_ctest "x86-64 tsan (server)" env KVEDGE_TEST_SCALE=0.1 ctest --preset tsan \
     -R '^(kvedge_server_test|server[.](e2e|load_short))'

@@ -15,6 +15,7 @@
 #include "simd/model_kernels.h"
 #include "simd/model_kernels_ref.h"
 #include "simd/weight_quant.h"
+#include "tests/testing/test_scale.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tests/simd/model_kernels_test.cc"
@@ -95,12 +96,14 @@ double AbsDot(const MatrixView& w, size_t r, const float* x) {
 }
 
 // Column counts for a format: odd sizes for float formats, 32-multiples up to
-// 5 × lanes × 32 plus sizes crossing the 4096-column activation chunk for
-// the quantized ones.
+// 5 × lanes × 32 (every block count to 8, then every 3rd; every 7th under
+// QuickRun()) plus sizes crossing the 4096-column activation chunk for the
+// quantized ones.
 std::vector<size_t> ColsFor(WeightType t, size_t lanes) {
   std::vector<size_t> cols;
   if (IsQuantizedWeight(t)) {
-    for (size_t k = 1; k <= 5 * lanes; k += (k < 8 ? 1 : 3)) cols.push_back(32 * k);
+    const size_t step = QuickRun() ? 7 : 3;
+    for (size_t k = 1; k <= 5 * lanes; k += (k < 8 ? 1 : step)) cols.push_back(32 * k);
     cols.push_back(4096);
     cols.push_back(4096 + 96);
     cols.push_back(8192 + 32);
@@ -168,10 +171,11 @@ void TestKnownBlocks() {
   }
 }
 
-// Every finite f16 block scale (stride 3 through the bit patterns, both signs,
-// normals and subnormals) is converted exactly, at every block position of a
-// 64-block row (whole vector groups of scales and the scalar tail), for Q8_0,
-// Q4_0 and Q4_1, on both layouts, in MatVec and MatMul. Row r has one nonzero code, at column 0 of
+// Every finite f16 block scale (stride 3 through the bit patterns, 21 under
+// QuickRun(); both signs, every exponent, normals and subnormals) is
+// converted exactly, at every block position of a 64-block row (whole vector
+// groups of scales and the scalar tail), for Q8_0, Q4_0 and Q4_1, on both
+// layouts, in MatVec and MatMul. Row r has one nonzero code, at column 0 of
 // block r mod 64 (Q4_0: code 9 → weight 1), and x = 127 at column 0 of every
 // block, so y[r] = 127·d exactly. Q4_1's f16 min m (its own conversion in
 // every kernel) likewise: d = 0, m = the pattern in block r mod 64 and 0
@@ -179,7 +183,8 @@ void TestKnownBlocks() {
 void TestBlockScalesAllHalves() {
   constexpr size_t kBlocks = 64, kRows = 64, kCols = kBlocks * kQuantBlock;
   std::vector<uint16_t> patterns;
-  for (uint32_t h = 0; h < 0x10000; h += 3) {
+  const uint32_t stride = QuickRun() ? 21 : 3;
+  for (uint32_t h = 0; h < 0x10000; h += stride) {
     if ((h & 0x7C00) != 0x7C00) patterns.push_back(static_cast<uint16_t>(h));  // skip inf/nan
   }
   std::vector<BlockQ8_0> q8(kRows * kBlocks);
@@ -268,7 +273,8 @@ void TestMatVecVsReference() {
   for (WeightType t : kAllTypes) {
     for (size_t cols : ColsFor(t, lanes)) {
       for (size_t rows : {1u, 3u, 17u, 64u}) {
-        if (cols > 4096 && rows > 3) continue;  // reference cost; rows are independent
+        // The reference's cost: rows are independent, long rows take 1 and 3 (from 4096 columns under QuickRun()).
+        if ((cols > 4096 || (cols == 4096 && QuickRun())) && rows > 3) continue;
         const TestMatrix base = MakeMatrix(t, rows, cols, rng);
         TestMatrix keep;
         for (const MatrixView& view : Layouts(base.view, &keep)) {
@@ -599,7 +605,7 @@ TEST(WeightFormatTest, InterleavedLayoutRoundTrip) {
                        WeightType::kQ5_1, WeightType::kIQ4_NL}) {
     ASSERT_TRUE(IsInterleavable(t));
     for (size_t rows : {1u, 16u, 17u, 40u}) {
-      for (size_t cols : {32u, 96u, 4096u + 32u}) {
+      for (size_t cols : {32u, 96u, QuickRun() ? 608u : 4096u + 32u}) {  // odd block counts; shorter under QuickRun()
         const TestMatrix m = MakeMatrix(t, rows, cols, rng);
         const TestMatrix il = Interleaved(m.view);
         const size_t groups = (rows + 15) / 16;
