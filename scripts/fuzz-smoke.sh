@@ -17,7 +17,8 @@ export KVEDGE_SHARED="${shared}"
 
 cd "${root}"
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz --target fuzz_gguf fuzz_llama2c fuzz_tokenizer fuzz_cli_parse fuzz_jinja fuzz_server_request kvedge
+# The fuzz targets and kvedge (tests/fuzz/CMakeLists.txt), built as one target on every core.
+cmake --build --preset fuzz --target kvedge_fuzz_targets
 # The fuzz build's own kvedge starts (it writes a seed below).
 ctest --test-dir build/fuzz -R '^fuzz_build\.' --output-on-failure
 
