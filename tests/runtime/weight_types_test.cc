@@ -337,32 +337,44 @@ TEST(WeightTypesTest, PaddedF32ModelMatchesLlamaCppTightly) {
   EXPECT_LE(max_abs, 5e-4f);
 }
 
-// Q4_K and Q6_K matrices repacked at load (kInterleaved16) give the same
-// logits as the file's rows, bit for bit: both kernels are llama.cpp's
-// integer dot product exactly (ref::MatVecRowsQ8K), in MatVec and in the
-// prefill MatMul. Q4_K_M files hold both types (Q6_K: output, some w2, wv).
-TEST(WeightTypesTest, Q4KMRepackedGivesTheSameLogits) {
-  const std::string path = Kit("models/stories260K-pad256-Q4_K_M.gguf");
+// Loads the kit's `file` twice, repacks one copy (InterleaveWeights) and
+// checks that every matrix of one of `types` (the output too) took
+// kInterleaved16 and that both copies give the same logits, bit for bit, on
+// the kit's tokens. counts[i]: how many matrices have type types[i].
+void ExpectRepackedGivesTheSameLogits(const char* file, const std::vector<WeightType>& types,
+                                      std::vector<size_t>* counts) {
+  const std::string path = Kit(file);
   auto rows = LoadModel(path, LoadOptions{.interleave = false});
   auto repacked = LoadModel(path, LoadOptions{.interleave = false});
   ASSERT_TRUE(rows.ok() && repacked.ok());
   ASSERT_TRUE(InterleaveWeights(repacked->get()).ok());
-  size_t q4k = 0, q6k = 0;
+  counts->assign(types.size(), 0);
   std::vector<const MatrixView*> matrices = {&(*repacked)->output};
   for (const LayerWeights& l : (*repacked)->layers) {
     for (const MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3, &l.w2}) matrices.push_back(m);
   }
   for (const MatrixView* m : matrices) {
-    if (m->type != WeightType::kQ4_K && m->type != WeightType::kQ6_K) continue;
-    EXPECT_EQ(m->layout, WeightLayout::kInterleaved16);
-    ++(m->type == WeightType::kQ4_K ? q4k : q6k);
+    const auto it = std::find(types.begin(), types.end(), m->type);
+    if (it == types.end()) continue;
+    EXPECT_EQ(m->layout, WeightLayout::kInterleaved16) << WeightTypeName(m->type);
+    ++(*counts)[static_cast<size_t>(it - types.begin())];
   }
-  ASSERT_GT(q4k, 0u);
-  ASSERT_GT(q6k, 0u);
   const std::vector<int> tokens = ReadTokens(Kit("logits/tokens_dev.json"));
   const std::vector<float> a = RunTokens(**rows, tokens), b = RunTokens(**repacked, tokens);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << i;
+}
+
+// Q4_K and Q6_K matrices repacked at load (kInterleaved16) give the same
+// logits as the file's rows, bit for bit: both kernels are llama.cpp's
+// integer dot product exactly (ref::MatVecRowsQ8K), in MatVec and in the
+// prefill MatMul. Q4_K_M files hold both types (Q6_K: output, some w2, wv).
+TEST(WeightTypesTest, Q4KMRepackedGivesTheSameLogits) {
+  std::vector<size_t> counts;
+  ASSERT_NO_FATAL_FAILURE(ExpectRepackedGivesTheSameLogits("models/stories260K-pad256-Q4_K_M.gguf",
+                                                           {WeightType::kQ4_K, WeightType::kQ6_K}, &counts));
+  EXPECT_GT(counts[0], 0u);
+  EXPECT_GT(counts[1], 0u);
 }
 
 // Q3_K and Q2_K matrices repacked at load give the same logits as the
@@ -371,24 +383,9 @@ TEST(WeightTypesTest, Q4KMRepackedGivesTheSameLogits) {
 TEST(WeightTypesTest, Q3KMAndQ2KRepackedGiveTheSameLogits) {
   for (const char* file : {"models/stories260K-pad256-Q3_K_M.gguf", "models/stories260K-pad256-Q2_K.gguf"}) {
     SCOPED_TRACE(file);
-    const std::string path = Kit(file);
-    auto rows = LoadModel(path, LoadOptions{.interleave = false});
-    auto repacked = LoadModel(path, LoadOptions{.interleave = false});
-    ASSERT_TRUE(rows.ok() && repacked.ok());
-    ASSERT_TRUE(InterleaveWeights(repacked->get()).ok());
-    size_t q23k = 0;
-    for (const LayerWeights& l : (*repacked)->layers) {
-      for (const MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3, &l.w2}) {
-        if (m->type != WeightType::kQ3_K && m->type != WeightType::kQ2_K) continue;
-        EXPECT_EQ(m->layout, WeightLayout::kInterleaved16);
-        ++q23k;
-      }
-    }
-    ASSERT_GT(q23k, 0u);
-    const std::vector<int> tokens = ReadTokens(Kit("logits/tokens_dev.json"));
-    const std::vector<float> a = RunTokens(**rows, tokens), b = RunTokens(**repacked, tokens);
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << i;
+    std::vector<size_t> counts;
+    ASSERT_NO_FATAL_FAILURE(ExpectRepackedGivesTheSameLogits(file, {WeightType::kQ3_K, WeightType::kQ2_K}, &counts));
+    EXPECT_GT(counts[0] + counts[1], 0u);
   }
 }
 
@@ -396,24 +393,10 @@ TEST(WeightTypesTest, Q3KMAndQ2KRepackedGiveTheSameLogits) {
 // rows, bit for bit (matvec_iq4xs_interleaved.cc is ref::MatVecRowsQ8K
 // exactly, in MatVec and in the prefill MatMul).
 TEST(WeightTypesTest, IQ4XSRepackedGivesTheSameLogits) {
-  const std::string path = Kit("models/stories260K-pad256-IQ4_XS.gguf");
-  auto rows = LoadModel(path, LoadOptions{.interleave = false});
-  auto repacked = LoadModel(path, LoadOptions{.interleave = false});
-  ASSERT_TRUE(rows.ok() && repacked.ok());
-  ASSERT_TRUE(InterleaveWeights(repacked->get()).ok());
-  size_t iq4xs = 0;
-  for (const LayerWeights& l : (*repacked)->layers) {
-    for (const MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3, &l.w2}) {
-      if (m->type != WeightType::kIQ4_XS) continue;
-      EXPECT_EQ(m->layout, WeightLayout::kInterleaved16);
-      ++iq4xs;
-    }
-  }
-  ASSERT_GT(iq4xs, 0u);
-  const std::vector<int> tokens = ReadTokens(Kit("logits/tokens_dev.json"));
-  const std::vector<float> a = RunTokens(**rows, tokens), b = RunTokens(**repacked, tokens);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << i;
+  std::vector<size_t> counts;
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectRepackedGivesTheSameLogits("models/stories260K-pad256-IQ4_XS.gguf", {WeightType::kIQ4_XS}, &counts));
+  EXPECT_GT(counts[0], 0u);
 }
 
 }  // namespace
