@@ -185,47 +185,153 @@ HWY_INLINE __m256 LoadHalves(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// As the VNNI KTile. MatVec (V = 1) takes both halves per super-block, so
-// the group streams once; MatMul tiles one half per pass.
+// A half's 6-bit scales and mins as ggml packs them (UnpackScalesMins in
+// matvec_kquant.cc), one row per int32 lane: bytes j of sc03/mn03 are
+// sub-block j's scale/min, of sc47/mn47 sub-block 4 + j's.
+struct HalfScales {
+  __m256i sc03, sc47, mn03, mn47;
+};
+HWY_INLINE HalfScales UnpackHalfScales(const uint8_t* sb, size_t h) {
+  const __m256i k3f = _mm256_set1_epi32(0x3f3f3f3f), k0f = _mm256_set1_epi32(0x0f0f0f0f);
+  const __m256i k03 = _mm256_set1_epi32(0x03030303);
+  const __m256i u0 = Load256(sb + kILKScalesOffset + 32 * h);
+  const __m256i u1 = Load256(sb + kILKScalesOffset + 64 + 32 * h);
+  const __m256i u2 = Load256(sb + kILKScalesOffset + 128 + 32 * h);
+  HalfScales r;
+  r.sc03 = _mm256_and_si256(u0, k3f);
+  r.sc47 = _mm256_or_si256(_mm256_and_si256(u2, k0f),
+                           _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), k03), 4));
+  r.mn03 = _mm256_and_si256(u1, k3f);
+  r.mn47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k0f),
+                           _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), k03), 4));
+  return r;
+}
+
+// Sub-block j's scale as the int16 pair (sc, sc) of every row lane (pattern:
+// PairPattern(j % 4)).
+HWY_INLINE __m256i SubBlockScale(const HalfScales& hs, size_t j, __m256i pattern) {
+  return _mm256_shuffle_epi8(j < 4 ? hs.sc03 : hs.sc47, pattern);
+}
+
+// sum += d·dx·isum − dmin·dx·Σ_j min_j·(Σ codes of sub-block j) for half h of
+// super-block sb and one input vector's super-block a (min_pairs: its sums).
+HWY_INLINE __m256 FoldHalf(const uint8_t* sb, size_t h, const HalfScales& hs, __m256i isum, const int32_t* mp,
+                           float dx, __m256 sum) {
+  const __m256i low_bytes = _mm256_set1_epi32(0x00FF00FF);
+  const __m256i m02 = _mm256_and_si256(hs.mn03, low_bytes), m13 = _mm256_srli_epi16(hs.mn03, 8);
+  const __m256i m46 = _mm256_and_si256(hs.mn47, low_bytes), m57 = _mm256_srli_epi16(hs.mn47, 8);
+  const __m256 dw = LoadHalves(sb + kILKDOffset + 16 * h);
+  const __m256 dmin = LoadHalves(sb + kILKDminOffset + 16 * h);
+  __m256i m = _mm256_add_epi32(_mm256_madd_epi16(m02, _mm256_set1_epi32(mp[0])),
+                               _mm256_madd_epi16(m13, _mm256_set1_epi32(mp[1])));
+  m = _mm256_add_epi32(m, _mm256_madd_epi16(m46, _mm256_set1_epi32(mp[2])));
+  m = _mm256_add_epi32(m, _mm256_madd_epi16(m57, _mm256_set1_epi32(mp[3])));
+  sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), sum);
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, _mm256_set1_ps(-dx)), sum);
+}
+
+// acc + x (int16 lanes) in this order: the empty asm keeps GCC from
+// reassociating a chain of these into a tree, which holds every product
+// live at once and spilled most of them (MatVec 1.4x slower).
+HWY_INLINE __m256i AddChain16(__m256i acc, __m256i x) {
+  acc = _mm256_add_epi16(acc, x);
+  __asm__("" : "+x"(acc));
+  return acc;
+}
+
+// MatVec: both halves of the group per super-block, so the group streams
+// once and each broadcast activation word meets both halves' codes. Sub-
+// blocks 2p and 2p + 1 are the low and high nibbles of the same 8 lines,
+// each line loaded once for both; the four int16 sums (2 sub-blocks × 2
+// halves) are independent chains. On a Zen-1 core this ran 1.7x the
+// sub-block-at-a-time loop the MatMul tiles use (L3-resident matrix).
+constexpr size_t kKLines = InterleavedKSuperBytes / 64;  // 36 lines a super-block
+static_assert(kKLines % 4 == 0);
+
+HWY_NOINLINE void KTileMatVec(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const KChunk* xc,
+                              float* y, size_t row0, size_t valid_rows) {
+  const __m256i nibble = _mm256_set1_epi8(15);
+  const __m256i pattern[4] = {PairPattern(0), PairPattern(1), PairPattern(2), PairPattern(3)};
+  __m256 sum[2];
+  size_t rows[2];  // valid rows of each half (0: none)
+  for (size_t h = 0; h < 2; ++h) {
+    rows[h] = h * kHalfRows < valid_rows ? std::min(kHalfRows, valid_rows - h * kHalfRows) : 0;
+    HWY_ALIGN float tmp[kHalfRows] = {};
+    if (cb > 0 && rows[h] > 0) std::copy(y + row0 + h * kHalfRows, y + row0 + h * kHalfRows + rows[h], tmp);
+    sum[h] = _mm256_load_ps(tmp);
+  }
+  for (size_t s = 0; s < nsb; ++s) {
+    const uint8_t* sb = group + (cb + s) * InterleavedKSuperBytes;
+    // The stream kStreamPrefetchBytes ahead: the super-block's 36 lines
+    // from one address (lines past a span's end may be the wrong ones: a
+    // prefetch is only a hint), 9 per pair of sub-blocks. The per-line
+    // StreamAt loop cost a quarter of the kernel's time on a Zen-1 core.
+    const char* ahead = StreamAt(group, group_bytes, cb * InterleavedKSuperBytes, (cb + nsb) * InterleavedKSuperBytes,
+                                 (cb + s) * InterleavedKSuperBytes + kStreamPrefetchBytes);
+    const HalfScales hs0 = UnpackHalfScales(sb, 0), hs1 = UnpackHalfScales(sb, 1);
+    const int8_t* qs = xc->a[s].qs;
+    __m256i isum0 = _mm256_setzero_si256(), isum1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (size_t p = 0; p < 4; ++p) {
+      const uint8_t* lines = sb + kILKCodesOffset + 64 * 8 * p;
+      const int8_t* q = qs + 64 * p;  // weights 64p…: low nibbles; 64p + 32…: high
+      for (size_t l = 0; l < kKLines / 4; ++l) _mm_prefetch(ahead + 64 * (kKLines / 4 * p + l), _MM_HINT_T0);
+      __m256i lo0 = _mm256_setzero_si256(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
+#pragma GCC unroll 8
+      for (size_t k = 0; k < 8; ++k) {
+        const __m256i a_lo = _mm256_set1_epi32(LoadU32(q + 4 * k));
+        const __m256i a_hi = _mm256_set1_epi32(LoadU32(q + 32 + 4 * k));
+        const __m256i l0 = Load256(lines + 64 * k), l1 = Load256(lines + 64 * k + 32);
+        lo0 = AddChain16(lo0, _mm256_maddubs_epi16(_mm256_and_si256(l0, nibble), a_lo));
+        hi0 = AddChain16(hi0, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(l0, 4), nibble), a_hi));
+        lo1 = AddChain16(lo1, _mm256_maddubs_epi16(_mm256_and_si256(l1, nibble), a_lo));
+        hi1 = AddChain16(hi1, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(l1, 4), nibble), a_hi));
+      }
+      const __m256i pat_lo = pattern[(2 * p) % 4], pat_hi = pattern[(2 * p + 1) % 4];
+      isum0 = _mm256_add_epi32(isum0, _mm256_add_epi32(_mm256_madd_epi16(lo0, SubBlockScale(hs0, 2 * p, pat_lo)),
+                                                       _mm256_madd_epi16(hi0, SubBlockScale(hs0, 2 * p + 1, pat_hi))));
+      isum1 = _mm256_add_epi32(isum1, _mm256_add_epi32(_mm256_madd_epi16(lo1, SubBlockScale(hs1, 2 * p, pat_lo)),
+                                                       _mm256_madd_epi16(hi1, SubBlockScale(hs1, 2 * p + 1, pat_hi))));
+    }
+    sum[0] = FoldHalf(sb, 0, hs0, isum0, xc->min_pairs[s], xc->a[s].d, sum[0]);
+    sum[1] = FoldHalf(sb, 1, hs1, isum1, xc->min_pairs[s], xc->a[s].d, sum[1]);
+  }
+  for (size_t h = 0; h < 2; ++h) {
+    if (rows[h] == 0) continue;
+    HWY_ALIGN float tmp[kHalfRows];
+    _mm256_store_ps(tmp, sum[h]);
+    std::copy(tmp, tmp + rows[h], y + row0 + h * kHalfRows);
+  }
+}
+
+// As the VNNI KTile, for MatMul tiles of V ≥ 2 vectors: one half per pass,
+// each sub-block's 8 code vectors unpacked once for the V vectors (V = 1:
+// KTileMatVec).
 template <size_t V>
 HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const KChunk* xc,
                         float* y, size_t y_stride, size_t row0, size_t valid_rows) {
-  constexpr size_t kPerPass = V == 1 ? 2 : 1;  // halves per pass
-  const __m256i k3f = _mm256_set1_epi32(0x3f3f3f3f), k0f = _mm256_set1_epi32(0x0f0f0f0f);
-  const __m256i k03 = _mm256_set1_epi32(0x03030303), nibble = _mm256_set1_epi8(15);
-  const __m256i low_bytes = _mm256_set1_epi32(0x00FF00FF);
-  for (size_t h0 = 0; h0 * kHalfRows < valid_rows; h0 += kPerPass) {
-    size_t rows[kPerPass];  // valid rows of each half in this pass (0: none)
-    __m256 sum[kPerPass][V];
-    for (size_t i = 0; i < kPerPass; ++i) {
-      const size_t first = (h0 + i) * kHalfRows;
-      rows[i] = first < valid_rows ? std::min(kHalfRows, valid_rows - first) : 0;
+  if constexpr (V == 1) {
+    KTileMatVec(group, group_bytes, cb, nsb, xc, y, row0, valid_rows);
+  } else {
+    const __m256i nibble = _mm256_set1_epi8(15);
+    for (size_t h = 0; h * kHalfRows < valid_rows; ++h) {
+      const size_t first = h * kHalfRows, rows = std::min(kHalfRows, valid_rows - first);
+      __m256 sum[V];
       for (size_t v = 0; v < V; ++v) {
         HWY_ALIGN float tmp[kHalfRows] = {};
-        if (cb > 0 && rows[i] > 0) std::copy(y + v * y_stride + row0 + first, y + v * y_stride + row0 + first + rows[i], tmp);
-        sum[i][v] = _mm256_load_ps(tmp);
+        if (cb > 0) std::copy(y + v * y_stride + row0 + first, y + v * y_stride + row0 + first + rows, tmp);
+        sum[v] = _mm256_load_ps(tmp);
       }
-    }
-    for (size_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = group + (cb + s) * InterleavedKSuperBytes;
-      if (h0 == 0) PrefetchAhead<kPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
-      for (size_t i = 0; i < kPerPass; ++i) {
-        const size_t h = h0 + i, off = 32 * h;
-        const __m256i u0 = Load256(sb + kILKScalesOffset + off);
-        const __m256i u1 = Load256(sb + kILKScalesOffset + 64 + off);
-        const __m256i u2 = Load256(sb + kILKScalesOffset + 128 + off);
-        const __m256i sc03 = _mm256_and_si256(u0, k3f);
-        const __m256i sc47 = _mm256_or_si256(_mm256_and_si256(u2, k0f),
-                                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), k03), 4));
-        const __m256i mn03 = _mm256_and_si256(u1, k3f);
-        const __m256i mn47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k0f),
-                                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), k03), 4));
+      for (size_t s = 0; s < nsb; ++s) {
+        const uint8_t* sb = group + (cb + s) * InterleavedKSuperBytes;
+        if (h == 0) PrefetchAhead<kPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
+        const HalfScales hs = UnpackHalfScales(sb, h);
         __m256i isum[V];
         for (size_t v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256();
         for (size_t j = 0; j < 8; ++j) {
-          const __m256i sc = _mm256_shuffle_epi8(j < 4 ? sc03 : sc47, PairPattern(static_cast<int>(j % 4)));
+          const __m256i sc = SubBlockScale(hs, j, PairPattern(static_cast<int>(j % 4)));
           __m256i w[8];
-          const uint8_t* lines = sb + kILKCodesOffset + 64 * 8 * (j / 2) + off;
+          const uint8_t* lines = sb + kILKCodesOffset + 64 * 8 * (j / 2) + 32 * h;
           for (size_t k = 0; k < 8; ++k) {
             const __m256i line = Load256(lines + 64 * k);
             w[k] = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(line, 4) : line, nibble);
@@ -239,28 +345,14 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, siz
             isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(pairs, sc));
           }
         }
-        const __m256i m02 = _mm256_and_si256(mn03, low_bytes), m13 = _mm256_srli_epi16(mn03, 8);
-        const __m256i m46 = _mm256_and_si256(mn47, low_bytes), m57 = _mm256_srli_epi16(mn47, 8);
-        const __m256 dw = LoadHalves(sb + kILKDOffset + 16 * h);
-        const __m256 dmin = LoadHalves(sb + kILKDminOffset + 16 * h);
         for (size_t v = 0; v < V; ++v) {
-          const int32_t* mp = xc[v].min_pairs[s];
-          __m256i m = _mm256_add_epi32(_mm256_madd_epi16(m02, _mm256_set1_epi32(mp[0])),
-                                       _mm256_madd_epi16(m13, _mm256_set1_epi32(mp[1])));
-          m = _mm256_add_epi32(m, _mm256_madd_epi16(m46, _mm256_set1_epi32(mp[2])));
-          m = _mm256_add_epi32(m, _mm256_madd_epi16(m57, _mm256_set1_epi32(mp[3])));
-          const float dx = xc[v].a[s].d;
-          sum[i][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), sum[i][v]);
-          sum[i][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, _mm256_set1_ps(-dx)), sum[i][v]);
+          sum[v] = FoldHalf(sb, h, hs, isum[v], xc[v].min_pairs[s], xc[v].a[s].d, sum[v]);
         }
       }
-    }
-    for (size_t i = 0; i < kPerPass; ++i) {
-      if (rows[i] == 0) continue;
       for (size_t v = 0; v < V; ++v) {
         HWY_ALIGN float tmp[kHalfRows];
-        _mm256_store_ps(tmp, sum[i][v]);
-        std::copy(tmp, tmp + rows[i], y + v * y_stride + row0 + (h0 + i) * kHalfRows);
+        _mm256_store_ps(tmp, sum[v]);
+        std::copy(tmp, tmp + rows, y + v * y_stride + row0 + first);
       }
     }
   }
