@@ -238,6 +238,15 @@ HWY_INLINE __m256i AddChain16(__m256i acc, __m256i x) {
   __asm__("" : "+x"(acc));
   return acc;
 }
+// The same, with a prefetch of the line at `line` tied to that point of the
+// chain: GCC hoists _mm_prefetch calls to the start of the super-block, and
+// a burst of 36 prefetches there read 7.6 GB/s from DRAM where the same
+// prefetches spread over the loop read 12 (32000x2048, Zen 1).
+HWY_INLINE __m256i AddChain16(__m256i acc, __m256i x, const char* line) {
+  acc = _mm256_add_epi16(acc, x);
+  __asm__("prefetcht0 %1" : "+x"(acc) : "m"(*line));
+  return acc;
+}
 
 // MatVec: both halves of the group per super-block, so the group streams
 // once and each broadcast activation word meets both halves' codes. Sub-
@@ -264,7 +273,7 @@ HWY_NOINLINE void KTileMatVec(const uint8_t* group, size_t group_bytes, size_t c
     const uint8_t* sb = group + (cb + s) * InterleavedKSuperBytes;
     // The stream kStreamPrefetchBytes ahead: the super-block's 36 lines
     // from one address (lines past a span's end may be the wrong ones: a
-    // prefetch is only a hint), 9 per pair of sub-blocks. The per-line
+    // prefetch is only a hint), spread over the loop below. The per-line
     // StreamAt loop cost a quarter of the kernel's time on a Zen-1 core.
     const char* ahead = StreamAt(group, group_bytes, cb * InterleavedKSuperBytes, (cb + nsb) * InterleavedKSuperBytes,
                                  (cb + s) * InterleavedKSuperBytes + kStreamPrefetchBytes);
@@ -275,15 +284,18 @@ HWY_NOINLINE void KTileMatVec(const uint8_t* group, size_t group_bytes, size_t c
     for (size_t p = 0; p < 4; ++p) {
       const uint8_t* lines = sb + kILKCodesOffset + 64 * 8 * p;
       const int8_t* q = qs + 64 * p;  // weights 64p…: low nibbles; 64p + 32…: high
-      for (size_t l = 0; l < kKLines / 4; ++l) _mm_prefetch(ahead + 64 * (kKLines / 4 * p + l), _MM_HINT_T0);
       __m256i lo0 = _mm256_setzero_si256(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
 #pragma GCC unroll 8
       for (size_t k = 0; k < 8; ++k) {
         const __m256i a_lo = _mm256_set1_epi32(LoadU32(q + 4 * k));
         const __m256i a_hi = _mm256_set1_epi32(LoadU32(q + 32 + 4 * k));
         const __m256i l0 = Load256(lines + 64 * k), l1 = Load256(lines + 64 * k + 32);
-        lo0 = AddChain16(lo0, _mm256_maddubs_epi16(_mm256_and_si256(l0, nibble), a_lo));
-        hi0 = AddChain16(hi0, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(l0, 4), nibble), a_hi));
+        // 9 of the super-block's 36 lines ahead per pair p: one per k on lo0's
+        // chain, the ninth on hi0's.
+        lo0 = AddChain16(lo0, _mm256_maddubs_epi16(_mm256_and_si256(l0, nibble), a_lo), ahead + 64 * (9 * p + k));
+        hi0 = k == 0 ? AddChain16(hi0, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(l0, 4), nibble), a_hi),
+                                  ahead + 64 * (9 * p + 8))
+                     : AddChain16(hi0, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(l0, 4), nibble), a_hi));
         lo1 = AddChain16(lo1, _mm256_maddubs_epi16(_mm256_and_si256(l1, nibble), a_lo));
         hi1 = AddChain16(hi1, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(l1, 4), nibble), a_hi));
       }
