@@ -230,24 +230,6 @@ HWY_INLINE __m256 FoldHalf(const uint8_t* sb, size_t h, const HalfScales& hs, __
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, _mm256_set1_ps(-dx)), sum);
 }
 
-// acc + x (int16 lanes) in this order: the empty asm keeps GCC from
-// reassociating a chain of these into a tree, which holds every product
-// live at once and spilled most of them (MatVec 1.4x slower).
-HWY_INLINE __m256i AddChain16(__m256i acc, __m256i x) {
-  acc = _mm256_add_epi16(acc, x);
-  __asm__("" : "+x"(acc));
-  return acc;
-}
-// The same, with a prefetch of the line at `line` tied to that point of the
-// chain: GCC hoists _mm_prefetch calls to the start of the super-block, and
-// a burst of 36 prefetches there read 7.6 GB/s from DRAM where the same
-// prefetches spread over the loop read 12 (32000x2048, Zen 1).
-HWY_INLINE __m256i AddChain16(__m256i acc, __m256i x, const char* line) {
-  acc = _mm256_add_epi16(acc, x);
-  __asm__("prefetcht0 %1" : "+x"(acc) : "m"(*line));
-  return acc;
-}
-
 // MatVec: both halves of the group per super-block, so the group streams
 // once and each broadcast activation word meets both halves' codes. Sub-
 // blocks 2p and 2p + 1 are the low and high nibbles of the same 8 lines,

@@ -195,33 +195,131 @@ HWY_INLINE __m256i Q6Broadcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// As the VNNI Q6Tile. MatVec (V = 1) takes both halves per super-block, so
-// the group streams once; MatMul tiles one half per pass.
+// Scale g of a row half's 8 rows as the sign-extended int16 pair (sc, sc)
+// of every lane (off: the half's byte offset in a line).
+HWY_INLINE __m256i Q6Scale(const uint8_t* sb, size_t off, size_t g) {
+  return _mm256_srai_epi16(_mm256_shuffle_epi8(Q6Load256(sb + kILQ6ScalesOffset + 64 * (g / 4) + off),
+                                               Q6PairPattern(static_cast<int>(g % 4))),
+                           8);
+}
+
+// Code vector t (weights 4t … 4t + 3 of each row) of scale group (h, q, k)
+// for a row half: ql's nibble q / 2 with qh's bits 2q, 2q + 1 at bits 4, 5
+// (16-bit shifts: what crosses a byte boundary is masked off).
+HWY_INLINE __m256i Q6Codes(const uint8_t* sb, size_t off, size_t h, size_t q, size_t k, size_t t) {
+  const __m256i nibble = _mm256_set1_epi8(15), high = _mm256_set1_epi8(0x30);
+  const __m256i ql = Q6Load256(sb + kILQ6QlOffset + 64 * (16 * h + 8 * (q % 2) + 4 * k + t) + off);
+  const __m256i qh = Q6Load256(sb + kILQ6QhOffset + 64 * (8 * h + 4 * k + t) + off);
+  const __m256i lo = _mm256_and_si256(q < 2 ? ql : _mm256_srli_epi16(ql, 4), nibble);
+  const __m256i hi = q == 3 ? _mm256_srli_epi16(qh, 2) : _mm256_slli_epi16(qh, static_cast<int>(4 - 2 * q));
+  return _mm256_or_si256(lo, _mm256_and_si256(hi, high));
+}
+
+// sum + dw·dx·(S − 32·Σ_g sc_g·bsums[g]) for a row half (off, d: its byte
+// offsets in a line and in the d array's 32 bytes): the scales (4k, 4k + 2)
+// and (4k + 1, 4k + 3) of word k as sign-extended int16 pairs against the
+// bsums'.
+HWY_INLINE __m256 Q6Fold(const uint8_t* sb, size_t off, const uint8_t* d, __m256i isum, const int32_t* bp, float dx,
+                         __m256 sum) {
+  __m256i m = _mm256_setzero_si256();
+  for (size_t k = 0; k < 4; ++k) {
+    const __m256i word = Q6Load256(sb + kILQ6ScalesOffset + 64 * k + off);
+    m = _mm256_add_epi32(m, _mm256_madd_epi16(_mm256_srai_epi16(_mm256_slli_epi16(word, 8), 8),
+                                              _mm256_set1_epi32(bp[2 * k])));
+    m = _mm256_add_epi32(m, _mm256_madd_epi16(_mm256_srai_epi16(word, 8), _mm256_set1_epi32(bp[2 * k + 1])));
+  }
+  const __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(m, 5));
+  const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d)));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), sum);
+}
+
+// MatVec: both row halves per scale group, so the group streams once and
+// each broadcast activation word meets both halves' codes; the int16 pairs
+// and int32 sums are kept in chain order (AddChain*) and the prefetches tied
+// to the chains (4 of the super-block's 52 lines per group while g < 13).
+// On a Zen-1 core this ran ~1.5x the half-at-a-time loop the MatMul tiles
+// use.
+HWY_NOINLINE void Q6TileMatVec(const uint8_t* group, size_t group_bytes, size_t nsb_row, size_t cb, size_t nsb,
+                               const Q6Chunk* xc, float* y, size_t row0, size_t valid_rows) {
+  const uint8_t* d_array = group + InterleavedQ6DOffset(nsb_row);
+  __m256 sum[2];
+  size_t rows[2];  // valid rows of each half (0: none)
+  for (size_t r = 0; r < 2; ++r) {
+    rows[r] = r * kQ6HalfRows < valid_rows ? std::min(kQ6HalfRows, valid_rows - r * kQ6HalfRows) : 0;
+    HWY_ALIGN float tmp[kQ6HalfRows] = {};
+    if (cb > 0 && rows[r] > 0) std::copy(y + row0 + r * kQ6HalfRows, y + row0 + r * kQ6HalfRows + rows[r], tmp);
+    sum[r] = _mm256_load_ps(tmp);
+  }
+  for (size_t s = 0; s < nsb; ++s) {
+    const uint8_t* sb = group + (cb + s) * kILQ6SuperBytes;
+    const char* ahead = Q6Ahead(group, group_bytes, nsb_row, cb, nsb, s);
+    __m256i isum0 = _mm256_setzero_si256(), isum1 = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (size_t h = 0; h < 2; ++h) {
+#pragma GCC unroll 2
+      for (size_t k = 0; k < 2; ++k) {
+#pragma GCC unroll 4
+        for (size_t q = 0; q < 4; ++q) {
+          const size_t g = 8 * h + 2 * q + k, step = 8 * h + 4 * k + q;  // step: the loop's order
+          const int8_t* x8 = xc->a[s].qs + 128 * h + 32 * q + 16 * k;
+          __m256i p0[2], p1[2];  // [row half] int16 pairs of t = 0, 1 and t = 2, 3 (≤ 2·2·63·128 each)
+#pragma GCC unroll 4
+          for (size_t t = 0; t < 4; ++t) {
+            const __m256i a = _mm256_set1_epi32(LoadU32(x8 + 4 * t));
+#pragma GCC unroll 2
+            for (size_t r = 0; r < 2; ++r) {
+              const __m256i dot = _mm256_maddubs_epi16(Q6Codes(sb, 32 * r, h, q, k, t), a);
+              __m256i& p = t < 2 ? p0[r] : p1[r];
+              if (t % 2 == 0) {
+                p = dot;
+              } else if (r == 0 && 4 * step + t / 2 < kQ6Lines) {
+                p = AddChain16(p, dot, ahead + 64 * (4 * step + t / 2));
+              } else if (r == 1 && 4 * step + 2 + t / 2 < kQ6Lines) {
+                p = AddChain16(p, dot, ahead + 64 * (4 * step + 2 + t / 2));
+              } else {
+                p = AddChain16(p, dot);
+              }
+            }
+          }
+          const __m256i sc0 = Q6Scale(sb, 0, g), sc1 = Q6Scale(sb, 32, g);
+          isum0 = AddChain32(isum0, _mm256_add_epi32(_mm256_madd_epi16(p0[0], sc0), _mm256_madd_epi16(p1[0], sc0)));
+          isum1 = AddChain32(isum1, _mm256_add_epi32(_mm256_madd_epi16(p0[1], sc1), _mm256_madd_epi16(p1[1], sc1)));
+        }
+      }
+    }
+    const uint8_t* d = d_array + 32 * (cb + s);
+    sum[0] = Q6Fold(sb, 0, d, isum0, xc->bsum_pairs[s], xc->a[s].d, sum[0]);
+    sum[1] = Q6Fold(sb, 32, d + 16, isum1, xc->bsum_pairs[s], xc->a[s].d, sum[1]);
+  }
+  for (size_t r = 0; r < 2; ++r) {
+    if (rows[r] == 0) continue;
+    HWY_ALIGN float tmp[kQ6HalfRows];
+    _mm256_store_ps(tmp, sum[r]);
+    std::copy(tmp, tmp + rows[r], y + row0 + r * kQ6HalfRows);
+  }
+}
+
+// As the VNNI Q6Tile, for MatMul tiles of V ≥ 2 vectors: one row half per
+// pass, each group's 4 code vectors unpacked once for the V vectors (V = 1:
+// Q6TileMatVec).
 template <size_t V>
 HWY_NOINLINE void Q6Tile(const uint8_t* group, size_t group_bytes, size_t nsb_row, size_t cb, size_t nsb,
                          const Q6Chunk* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
-  constexpr size_t kPerPass = V == 1 ? 2 : 1;  // halves per pass
-  const __m256i nibble = _mm256_set1_epi8(15), high = _mm256_set1_epi8(0x30);
-  const uint8_t* d_array = group + InterleavedQ6DOffset(nsb_row);
-  for (size_t h0 = 0; h0 * kQ6HalfRows < valid_rows; h0 += kPerPass) {
-    size_t rows[kPerPass];  // valid rows of each half in this pass (0: none)
-    __m256 sum[kPerPass][V];
-    for (size_t i = 0; i < kPerPass; ++i) {
-      const size_t first = (h0 + i) * kQ6HalfRows;
-      rows[i] = first < valid_rows ? std::min(kQ6HalfRows, valid_rows - first) : 0;
+  if constexpr (V == 1) {
+    Q6TileMatVec(group, group_bytes, nsb_row, cb, nsb, xc, y, row0, valid_rows);
+  } else {
+    const uint8_t* d_array = group + InterleavedQ6DOffset(nsb_row);
+    for (size_t r = 0; r * kQ6HalfRows < valid_rows; ++r) {
+      const size_t first = r * kQ6HalfRows, rows = std::min(kQ6HalfRows, valid_rows - first), off = 32 * r;
+      __m256 sum[V];
       for (size_t v = 0; v < V; ++v) {
         HWY_ALIGN float tmp[kQ6HalfRows] = {};
-        if (cb > 0 && rows[i] > 0) {
-          std::copy(y + v * y_stride + row0 + first, y + v * y_stride + row0 + first + rows[i], tmp);
-        }
-        sum[i][v] = _mm256_load_ps(tmp);
+        if (cb > 0) std::copy(y + v * y_stride + row0 + first, y + v * y_stride + row0 + first + rows, tmp);
+        sum[v] = _mm256_load_ps(tmp);
       }
-    }
-    for (size_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = group + (cb + s) * kILQ6SuperBytes;
-      const char* ahead = h0 == 0 ? Q6Ahead(group, group_bytes, nsb_row, cb, nsb, s) : nullptr;
-      for (size_t i = 0; i < kPerPass; ++i) {
-        const size_t off = 32 * (h0 + i);
+      for (size_t s = 0; s < nsb; ++s) {
+        const uint8_t* sb = group + (cb + s) * kILQ6SuperBytes;
+        const char* ahead = r == 0 ? Q6Ahead(group, group_bytes, nsb_row, cb, nsb, s) : nullptr;
         __m256i isum[V];
         for (size_t v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256();
         // Unrolled: the shift counts and patterns are constants.
@@ -232,22 +330,10 @@ HWY_NOINLINE void Q6Tile(const uint8_t* group, size_t group_bytes, size_t nsb_ro
 #pragma GCC unroll 4
             for (size_t q = 0; q < 4; ++q) {
               const size_t g = 8 * h + 2 * q + k;
-              if (i == 0 && ahead != nullptr) Q6PrefetchStep(ahead, 8 * h + 4 * k + q);
-              const __m256i sc = _mm256_srai_epi16(
-                  _mm256_shuffle_epi8(Q6Load256(sb + kILQ6ScalesOffset + 64 * (g / 4) + off),
-                                      Q6PairPattern(static_cast<int>(g % 4))),
-                  8);
+              if (ahead != nullptr) Q6PrefetchStep(ahead, 8 * h + 4 * k + q);
+              const __m256i sc = Q6Scale(sb, off, g);
               __m256i w[4];
-              for (size_t t = 0; t < 4; ++t) {
-                const __m256i ql = Q6Load256(sb + kILQ6QlOffset + 64 * (16 * h + 8 * (q % 2) + 4 * k + t) + off);
-                const __m256i qh = Q6Load256(sb + kILQ6QhOffset + 64 * (8 * h + 4 * k + t) + off);
-                const __m256i lo = _mm256_and_si256(q < 2 ? ql : _mm256_srli_epi16(ql, 4), nibble);
-                // bits 2q, 2q + 1 of each byte to bits 4, 5 (16-bit shifts: what
-                // crosses a byte boundary is masked off).
-                const __m256i hi = q == 3 ? _mm256_srli_epi16(qh, 2)
-                                          : _mm256_slli_epi16(qh, static_cast<int>(4 - 2 * q));
-                w[t] = _mm256_or_si256(lo, _mm256_and_si256(hi, high));
-              }
+              for (size_t t = 0; t < 4; ++t) w[t] = Q6Codes(sb, off, h, q, k, t);
               for (size_t v = 0; v < V; ++v) {
                 const int8_t* x8 = xc[v].a[s].qs + 128 * h + 32 * q + 16 * k;
                 const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], Q6Broadcast4(x8)),
@@ -260,35 +346,13 @@ HWY_NOINLINE void Q6Tile(const uint8_t* group, size_t group_bytes, size_t nsb_ro
             }
           }
         }
-        // S −= 32·Σ_g sc_g·bsums[g]: words k's scales (4k, 4k + 2) and
-        // (4k + 1, 4k + 3) as sign-extended int16 pairs against the bsums'.
-        __m256i even[4], odd[4];
-        for (size_t k = 0; k < 4; ++k) {
-          const __m256i word = Q6Load256(sb + kILQ6ScalesOffset + 64 * k + off);
-          even[k] = _mm256_srai_epi16(_mm256_slli_epi16(word, 8), 8);
-          odd[k] = _mm256_srai_epi16(word, 8);
-        }
-        const __m256 dw = _mm256_cvtph_ps(
-            _mm_load_si128(reinterpret_cast<const __m128i*>(d_array + 32 * (cb + s) + 16 * (h0 + i))));
-        for (size_t v = 0; v < V; ++v) {
-          const int32_t* bp = xc[v].bsum_pairs[s];
-          __m256i m = _mm256_setzero_si256();
-          for (size_t k = 0; k < 4; ++k) {
-            m = _mm256_add_epi32(m, _mm256_madd_epi16(even[k], _mm256_set1_epi32(bp[2 * k])));
-            m = _mm256_add_epi32(m, _mm256_madd_epi16(odd[k], _mm256_set1_epi32(bp[2 * k + 1])));
-          }
-          const __m256i total = _mm256_sub_epi32(isum[v], _mm256_slli_epi32(m, 5));
-          const float dx = xc[v].a[s].d;
-          sum[i][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), sum[i][v]);
-        }
+        const uint8_t* d = d_array + 32 * (cb + s) + 16 * r;
+        for (size_t v = 0; v < V; ++v) sum[v] = Q6Fold(sb, off, d, isum[v], xc[v].bsum_pairs[s], xc[v].a[s].d, sum[v]);
       }
-    }
-    for (size_t i = 0; i < kPerPass; ++i) {
-      if (rows[i] == 0) continue;
       for (size_t v = 0; v < V; ++v) {
         HWY_ALIGN float tmp[kQ6HalfRows];
-        _mm256_store_ps(tmp, sum[i][v]);
-        std::copy(tmp, tmp + rows[i], y + v * y_stride + row0 + (h0 + i) * kQ6HalfRows);
+        _mm256_store_ps(tmp, sum[v]);
+        std::copy(tmp, tmp + rows, y + v * y_stride + row0 + first);
       }
     }
   }
