@@ -434,6 +434,99 @@ HWY_INLINE LaneI LaneBlockDot(const LaneI* w, const int8_t* q) {
   }
 }
 
+#if HWY_TARGET == HWY_AVX2
+// MatVec's software prefetch distance along the stream (4 KiB: q8_0/q4_0
+// 14.0/11.5 GB/s from DRAM on a Zen-1 core, 8 KiB: 14.5/11.7; without:
+// 10.0/7.6 once both halves share the loop below).
+constexpr size_t kLanePrefetchBytes = 8192;
+// acc + x (16- or 32-bit lanes) in this order: the empty asm keeps GCC from
+// reassociating a chain of these into a tree that holds every product live
+// at once (and spills them).
+HWY_INLINE LaneI LaneAddChain16(LaneI acc, LaneI x) {
+  acc = LaneAdd16(acc, x);
+  __asm__("" : "+x"(acc));
+  return acc;
+}
+HWY_INLINE LaneI LaneAddChain32(LaneI acc, LaneI x) {
+  acc = LaneAdd32(acc, x);
+  __asm__("" : "+x"(acc));
+  return acc;
+}
+// The same with a prefetch of the line at `line` tied to that point of the
+// chain (GCC hoists _mm_prefetch calls into one burst per block).
+HWY_INLINE LaneI LaneAddChain16(LaneI acc, LaneI x, const char* line) {
+  acc = LaneAdd16(acc, x);
+  __asm__("prefetcht0 %1" : "+x"(acc) : "m"(*line));
+  return acc;
+}
+HWY_INLINE LaneI LaneAddChain32(LaneI acc, LaneI x, const char* line) {
+  acc = LaneAdd32(acc, x);
+  __asm__("prefetcht0 %1" : "+x"(acc) : "m"(*line));
+  return acc;
+}
+
+// LaneBlockDot for both 8-row halves of a group at once (MatVec): each
+// broadcast activation word meets both halves' code vectors, and the sums
+// are chains in order, with the prefetches of the kLaneAheadLines lines at
+// `ahead` tied to them. isum[h]: half h's exact block dots.
+template <class Block>
+inline constexpr size_t kLaneAheadLines = (InterleavedPairBytes(LaneFormat<Block>::kType) / 2 + 63) / 64;
+template <class Block>
+HWY_INLINE void LaneBlockDotsBoth(const uint8_t* codes, const int8_t* q, const char* ahead, LaneI* isum) {
+  LaneI w[2][8];
+  if constexpr (kLaneNibbles<Block>) {
+    LaneI table = LaneSet8(0), fifth[2] = {LaneSet8(0), LaneSet8(0)};
+    if constexpr (kLaneCodebook<Block>) table = LaneTable(kIq4nlValues);
+    for (size_t h = 0; h < 2; ++h) {
+      if constexpr (kLaneFifth<Block>) fifth[h] = LaneLoad(codes + 256 + 4 * kLaneRows * h);
+      LoadLaneNibbles<Block, 0>(codes, h, table, fifth[h], w[h]);
+      LoadLaneNibbles<Block, 1>(codes, h, table, fifth[h], w[h]);
+      LoadLaneNibbles<Block, 2>(codes, h, table, fifth[h], w[h]);
+      LoadLaneNibbles<Block, 3>(codes, h, table, fifth[h], w[h]);
+    }
+  } else {
+    for (size_t h = 0; h < 2; ++h) {
+      for (size_t j = 0; j < 8; ++j) w[h][j] = LaneXor(LaneLoad(codes + 64 * j + 4 * kLaneRows * h), LaneSet8(0x80));
+    }
+  }
+  if constexpr (kLaneSigned<Block>) {
+    for (size_t i = 0; i < 8; ++i) {
+      const LaneI a = LaneActivations<Block>(q, i);
+      for (size_t h = 0; h < 2; ++h) {
+        LaneI abs_w, signed_x;
+        LaneSignSplit(w[h][i], a, &abs_w, &signed_x);
+        const LaneI dot = LaneWiden(LaneMulPairs(abs_w, signed_x));
+        if (i == 0) {
+          isum[h] = dot;
+        } else if (h == 0 && i - 1 < kLaneAheadLines<Block>) {
+          isum[h] = LaneAddChain32(isum[h], dot, ahead + 64 * (i - 1));
+        } else {
+          isum[h] = LaneAddChain32(isum[h], dot);
+        }
+      }
+    }
+  } else {
+    // int16 groups of pairs: 8 for codes < 16, 4 for 5-bit codes.
+    constexpr size_t kGroup = kLaneFifth<Block> ? 4 : 8;
+    LaneI pairs[2];
+    for (size_t i = 0; i < 8; ++i) {
+      const LaneI a = LaneActivations<Block>(q, i);
+      for (size_t h = 0; h < 2; ++h) {
+        const LaneI dot = LaneMulPairs(w[h][i], a);
+        if (i % kGroup == 0) {
+          pairs[h] = dot;
+        } else if (h == 0 && i - 1 < kLaneAheadLines<Block>) {
+          pairs[h] = LaneAddChain16(pairs[h], dot, ahead + 64 * (i - 1));
+        } else {
+          pairs[h] = LaneAddChain16(pairs[h], dot);
+        }
+        if (i % kGroup == kGroup - 1) isum[h] = i < kGroup ? LaneWiden(pairs[h]) : LaneAdd32(isum[h], LaneWiden(pairs[h]));
+      }
+    }
+  }
+}
+#endif
+
 // As the VNNI LaneTile: y[v·y_stride + row0 + r], r < valid_rows, over chunk
 // blocks [0, nb), continuing from y when cb > 0. Unsigned codes count from
 // 0 (offset −kOffset·Σx per block); signed ones need no offset.
@@ -445,10 +538,16 @@ HWY_INLINE LaneI LaneBlockDot(const LaneI* w, const int8_t* q) {
 // more spills (MatMul/q4_0.il16/32000x2048/dram/batch:8 5–10% less CPU time
 // than two 4-vector tiles, AVX2).
 template <class Block, size_t V>
-HWY_NOINLINE void LaneTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb, size_t nb,
+HWY_NOINLINE void LaneTile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nb,
                            const LaneChunk* const* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
   constexpr WeightType kType = LaneFormat<Block>::kType;
   constexpr size_t kHalves = kInterleaveRows / kLaneRows;
+  // MatVec prefetches the stream kLanePrefetchBytes ahead: this pass reads
+  // the chunk's span of the group, the next pass the same span of the next
+  // group (prefetches past the matrix are dropped, never fault).
+  const size_t chunk_begin = InterleavedScaleOffset(kType, cb);
+  const size_t chunk_bytes = InterleavedScaleOffset(kType, cb + nb) - chunk_begin;
+  (void)group_bytes;
   constexpr size_t kPerPass = V == 1 ? kHalves : 1;  // halves per pass
   for (size_t h0 = 0; h0 * kLaneRows < valid_rows; h0 += kPerPass) {
     size_t rows[kPerPass];  // valid rows of each half in this pass (0: none)
@@ -463,6 +562,28 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, size_t /*group_bytes*/, size_t 
     for (size_t b = 0; b < nb; ++b) {
       const uint8_t* codes = group + InterleavedCodeOffset(kType, cb + b);
       const uint8_t* scales = group + InterleavedScaleOffset(kType, cb + b);
+#if HWY_TARGET == HWY_AVX2
+      // MatVec: both halves at once (LaneBlockDotsBoth). Not for the 5-bit
+      // formats: their fifth-bit unpacking for 16 code vectors at once ran
+      // 0.75x the half-at-a-time loop (L3-resident 2048x2048, Zen 1).
+      if constexpr (V == 1 && !kLaneFifth<Block>) {
+        const size_t at = InterleavedCodeOffset(kType, cb + b) - chunk_begin + kLanePrefetchBytes;
+        const char* ahead = reinterpret_cast<const char*>(group) + chunk_begin +
+                            (at < chunk_bytes ? at : group_bytes + at - chunk_bytes);
+        LaneI isum[2];
+        LaneBlockDotsBoth<Block>(codes, xc[0]->q + b * kQuantBlock, ahead, isum);
+        for (size_t i = 0; i < 2; ++i) {
+          if constexpr (kLaneOffset<Block> != 0) isum[i] = LaneAdd32(isum[i], LaneSet32(xc[0]->corr[b]));
+          const LaneF dw = LaneScales(scales + 2 * kLaneRows * i);
+          sum[i][0] = LaneFma(isum[i], LaneMulF(dw, LaneSetF(xc[0]->dx[b])), sum[i][0]);
+          if constexpr (LaneFormat<Block>::kMin) {
+            const LaneF mw = LaneScales(group + InterleavedMinOffset(kType, cb + b) + 2 * kLaneRows * i);
+            sum[i][0] = LaneFmaF(mw, LaneSetF(xc[0]->sx[b]), sum[i][0]);
+          }
+        }
+        continue;
+      }
+#endif
       for (size_t i = 0; i < kPerPass; ++i) {
         LaneI w[8];
         LoadLaneCodes<Block>(codes, h0 + i, w);
