@@ -299,8 +299,7 @@ HWY_NOINLINE void KTileMatVec(const uint8_t* group, size_t group_bytes, size_t c
 }
 
 // As the VNNI KTile, for MatMul tiles of V ≥ 2 vectors: one half per pass,
-// each sub-block's 8 code vectors unpacked once for the V vectors (V = 1:
-// KTileMatVec).
+// each code line unpacked once for the V vectors (V = 1: KTileMatVec).
 template <size_t V>
 HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const KChunk* xc,
                         float* y, size_t y_stride, size_t row0, size_t valid_rows) {
@@ -322,22 +321,26 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, siz
         const HalfScales hs = UnpackHalfScales(sb, h);
         __m256i isum[V];
         for (size_t v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256();
+        // Sub-block by sub-block, each code vector unpacked once for the V
+        // vectors, the int16 sums in chain order (V accumulators: with both
+        // nibbles of a line at once, 2V of them spilled at V = 4).
+#pragma GCC unroll 8
         for (size_t j = 0; j < 8; ++j) {
-          const __m256i sc = SubBlockScale(hs, j, PairPattern(static_cast<int>(j % 4)));
-          __m256i w[8];
           const uint8_t* lines = sb + kILKCodesOffset + 64 * 8 * (j / 2) + 32 * h;
+          __m256i pairs[V];
+#pragma GCC unroll 8
           for (size_t k = 0; k < 8; ++k) {
             const __m256i line = Load256(lines + 64 * k);
-            w[k] = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(line, 4) : line, nibble);
-          }
-          for (size_t v = 0; v < V; ++v) {
-            const int8_t* q = xc[v].a[s].qs + 32 * j;
-            __m256i pairs = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(LoadU32(q)));
-            for (size_t k = 1; k < 8; ++k) {
-              pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[k], _mm256_set1_epi32(LoadU32(q + 4 * k))));
+            const __m256i w = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(line, 4) : line, nibble);
+#pragma GCC unroll 8
+            for (size_t v = 0; v < V; ++v) {
+              const __m256i dot = _mm256_maddubs_epi16(w, _mm256_set1_epi32(LoadU32(xc[v].a[s].qs + 32 * j + 4 * k)));
+              pairs[v] = k == 0 ? dot : AddChain16(pairs[v], dot);
             }
-            isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(pairs, sc));
           }
+          const __m256i sc = SubBlockScale(hs, j, PairPattern(static_cast<int>(j % 4)));
+#pragma GCC unroll 8
+          for (size_t v = 0; v < V; ++v) isum[v] = AddChain32(isum[v], _mm256_madd_epi16(pairs[v], sc));
         }
         for (size_t v = 0; v < V; ++v) {
           sum[v] = FoldHalf(sb, h, hs, isum[v], xc[v].min_pairs[s], xc[v].a[s].d, sum[v]);
