@@ -411,6 +411,32 @@ HWY_INLINE LaneI LaneActivations(const int8_t* q, size_t i) {
   return LaneSet32(LoadU32(q + LaneCodeColumn<Block>(i)));
 }
 
+// acc + x (16- or 32-bit lanes) in this order: the empty asm keeps GCC from
+// reassociating a chain of these into a tree that holds every product live
+// at once (and spills them).
+HWY_INLINE LaneI LaneAddChain16(LaneI acc, LaneI x) {
+  acc = LaneAdd16(acc, x);
+  __asm__("" : "+v"(acc));
+  return acc;
+}
+HWY_INLINE LaneI LaneAddChain32(LaneI acc, LaneI x) {
+  acc = LaneAdd32(acc, x);
+  __asm__("" : "+v"(acc));
+  return acc;
+}
+// The same with a prefetch of the line at `line` tied to that point of the
+// chain (GCC hoists _mm_prefetch calls into one burst per block).
+HWY_INLINE LaneI LaneAddChain16(LaneI acc, LaneI x, const char* line) {
+  acc = LaneAdd16(acc, x);
+  __asm__("prefetcht0 %1" : "+v"(acc) : "m"(*line));
+  return acc;
+}
+HWY_INLINE LaneI LaneAddChain32(LaneI acc, LaneI x, const char* line) {
+  acc = LaneAdd32(acc, x);
+  __asm__("prefetcht0 %1" : "+v"(acc) : "m"(*line));
+  return acc;
+}
+
 template <class Block>
 HWY_INLINE LaneI LaneBlockDot(const LaneI* w, const int8_t* q) {
   if constexpr (kLaneSigned<Block>) {
@@ -418,7 +444,7 @@ HWY_INLINE LaneI LaneBlockDot(const LaneI* w, const int8_t* q) {
     for (size_t i = 0; i < 8; ++i) {
       LaneI abs_w, signed_x;
       LaneSignSplit(w[i], LaneActivations<Block>(q, i), &abs_w, &signed_x);
-      sum = LaneAdd32(sum, LaneWiden(LaneMulPairs(abs_w, signed_x)));
+      sum = LaneAddChain32(sum, LaneWiden(LaneMulPairs(abs_w, signed_x)));
     }
     return sum;
   } else {
@@ -427,7 +453,9 @@ HWY_INLINE LaneI LaneBlockDot(const LaneI* w, const int8_t* q) {
     LaneI sum = LaneSet32(0);
     for (size_t g = 0; g < 8; g += kGroup) {
       LaneI pairs = LaneMulPairs(w[g], LaneActivations<Block>(q, g));
-      for (size_t i = g + 1; i < g + kGroup; ++i) pairs = LaneAdd16(pairs, LaneMulPairs(w[i], LaneActivations<Block>(q, i)));
+      for (size_t i = g + 1; i < g + kGroup; ++i) {
+        pairs = LaneAddChain16(pairs, LaneMulPairs(w[i], LaneActivations<Block>(q, i)));
+      }
       sum = g == 0 ? LaneWiden(pairs) : LaneAdd32(sum, LaneWiden(pairs));
     }
     return sum;
@@ -439,32 +467,6 @@ HWY_INLINE LaneI LaneBlockDot(const LaneI* w, const int8_t* q) {
 // 14.0/11.5 GB/s from DRAM on a Zen-1 core, 8 KiB: 14.5/11.7; without:
 // 10.0/7.6 once both halves share the loop below).
 constexpr size_t kLanePrefetchBytes = 8192;
-// acc + x (16- or 32-bit lanes) in this order: the empty asm keeps GCC from
-// reassociating a chain of these into a tree that holds every product live
-// at once (and spills them).
-HWY_INLINE LaneI LaneAddChain16(LaneI acc, LaneI x) {
-  acc = LaneAdd16(acc, x);
-  __asm__("" : "+x"(acc));
-  return acc;
-}
-HWY_INLINE LaneI LaneAddChain32(LaneI acc, LaneI x) {
-  acc = LaneAdd32(acc, x);
-  __asm__("" : "+x"(acc));
-  return acc;
-}
-// The same with a prefetch of the line at `line` tied to that point of the
-// chain (GCC hoists _mm_prefetch calls into one burst per block).
-HWY_INLINE LaneI LaneAddChain16(LaneI acc, LaneI x, const char* line) {
-  acc = LaneAdd16(acc, x);
-  __asm__("prefetcht0 %1" : "+x"(acc) : "m"(*line));
-  return acc;
-}
-HWY_INLINE LaneI LaneAddChain32(LaneI acc, LaneI x, const char* line) {
-  acc = LaneAdd32(acc, x);
-  __asm__("prefetcht0 %1" : "+x"(acc) : "m"(*line));
-  return acc;
-}
-
 // LaneBlockDot for both 8-row halves of a group at once (MatVec): each
 // broadcast activation word meets both halves' code vectors, and the sums
 // are chains in order, with the prefetches of the kLaneAheadLines lines at
