@@ -113,6 +113,11 @@ HWY_INLINE __m256i AddChain16(__m256i acc, __m256i x, const char* line) {
   __asm__("prefetcht0 %1" : "+x"(acc) : "m"(*line));
   return acc;
 }
+HWY_INLINE __m256i AddChain32(__m256i acc, __m256i x, const char* line) {
+  acc = _mm256_add_epi32(acc, x);
+  __asm__("prefetcht0 %1" : "+x"(acc) : "m"(*line));
+  return acc;
+}
 #endif
 
 #if HWY_TARGET == HWY_AVX3_DL
