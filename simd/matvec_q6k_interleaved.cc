@@ -336,12 +336,12 @@ HWY_NOINLINE void Q6Tile(const uint8_t* group, size_t group_bytes, size_t nsb_ro
               for (size_t t = 0; t < 4; ++t) w[t] = Q6Codes(sb, off, h, q, k, t);
               for (size_t v = 0; v < V; ++v) {
                 const int8_t* x8 = xc[v].a[s].qs + 128 * h + 32 * q + 16 * k;
-                const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], Q6Broadcast4(x8)),
-                                                    _mm256_maddubs_epi16(w[1], Q6Broadcast4(x8 + 4)));
-                const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(w[2], Q6Broadcast4(x8 + 8)),
-                                                    _mm256_maddubs_epi16(w[3], Q6Broadcast4(x8 + 12)));
-                isum[v] = _mm256_add_epi32(isum[v],
-                                           _mm256_add_epi32(_mm256_madd_epi16(p0, sc), _mm256_madd_epi16(p1, sc)));
+                const __m256i p0 = AddChain16(_mm256_maddubs_epi16(w[0], Q6Broadcast4(x8)),
+                                              _mm256_maddubs_epi16(w[1], Q6Broadcast4(x8 + 4)));
+                const __m256i p1 = AddChain16(_mm256_maddubs_epi16(w[2], Q6Broadcast4(x8 + 8)),
+                                              _mm256_maddubs_epi16(w[3], Q6Broadcast4(x8 + 12)));
+                isum[v] = AddChain32(isum[v], _mm256_madd_epi16(p0, sc));
+                isum[v] = AddChain32(isum[v], _mm256_madd_epi16(p1, sc));
               }
             }
           }
