@@ -282,11 +282,9 @@ HWY_INLINE __m256 LoadHalves(const uint8_t* p) {
 // each code vector once for every vector, and keeps V·kJ = 4 int16 pair
 // sums in registers. The steps stay a loop: unrolled, GCC kept the lines
 // live across steps and spilled.
-// ahead: ahead_lines lines to prefetch, tied to the pair sums' chains
-// (GCC hoists _mm_prefetch calls into one burst; ahead_lines 0: none).
 template <bool kQ3, size_t V>
 HWY_INLINE void Dots(const uint8_t* qs_lines, const uint8_t* hm_lines, const __m256i* sc, const QChunk* xc, size_t s,
-                     const char* ahead, size_t ahead_lines, __m256i* isum) {
+                     __m256i* isum) {
   constexpr size_t kJ = 4 / V;
   static_assert(kJ >= 1 && V * kJ == 4, "4 pair sums in flight");
   const __m256i k3 = _mm256_set1_epi8(3), k4 = _mm256_set1_epi8(4);
@@ -310,14 +308,7 @@ HWY_INLINE void Dots(const uint8_t* qs_lines, const uint8_t* hm_lines, const __m
         for (size_t v = 0; v < V; ++v) {
           const __m256i b = _mm256_set1_epi32(LoadU32(xc[v].a[s].qs + 128 * h + 32 * (j0 + jj) + 16 * k + 4 * l));
           const __m256i p = _mm256_maddubs_epi16(w, b);
-          const size_t line = (4 * step + l) * kJ * V + jj * V + v;  // this add's prefetch, if any
-          if (l == 0) {
-            pairs[v][jj] = p;
-          } else if (line < ahead_lines) {
-            pairs[v][jj] = AddChain16(pairs[v][jj], p, ahead + 64 * line);
-          } else {
-            pairs[v][jj] = AddChain16(pairs[v][jj], p);
-          }
+          pairs[v][jj] = l == 0 ? p : _mm256_add_epi16(pairs[v][jj], p);
         }
       }
     }
@@ -328,7 +319,7 @@ HWY_INLINE void Dots(const uint8_t* qs_lines, const uint8_t* hm_lines, const __m
       for (size_t v = 0; v < V; ++v) {
         __m256i pr = pairs[v][jj];
         if constexpr (kQ3) pr = _mm256_sub_epi16(pr, _mm256_set1_epi32(xc[v].bsum2_pair[s][g]));
-        isum[v] = AddChain32(isum[v], _mm256_madd_epi16(pr, sc[g]));
+        isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(pr, sc[g]));
       }
     }
   }
@@ -356,19 +347,7 @@ HWY_NOINLINE void Q23Tile(const uint8_t* group, size_t group_bytes, size_t cb, s
       sum[v] = _mm256_load_ps(tmp);
     }
     for (size_t s = 0; s < nsb; ++s) {
-      // MatVec's prefetches go through Dots (one address per super-block,
-      // kStreamPrefetchBytes ahead; lines past a span's end may be the wrong
-      // ones: a prefetch is only a hint); the tiles' as before.
-      const char* ahead = nullptr;
-      size_t ahead_lines = 0;
-      if (half == 0 && V == 1) {
-        const size_t begin = q23il::SuperBegin(kType, cb + s);
-        ahead = StreamAt(group, group_bytes, q23il::SuperBegin(kType, cb), q23il::SuperBegin(kType, cb + nsb),
-                         begin + kStreamPrefetchBytes);
-        ahead_lines = (q23il::SuperBegin(kType, cb + s + 1) - begin + 63) / 64;
-      } else if (half == 0) {
-        PrefetchAhead(kType, group, group_bytes, cb, nsb, s);
-      }
+      if (half == 0) PrefetchAhead(kType, group, group_bytes, cb, nsb, s);
       const size_t off = 32 * half;
       const uint8_t* body = kQ3 ? group + InterleavedQ3KBodyOffset(cb + s) : group + (cb + s) * kILQ2SuperBytes;
       const uint8_t* scales = body + (kQ3 ? kILQ3ScalesOffset : kILQ2ScalesOffset) + off;
@@ -399,8 +378,7 @@ HWY_NOINLINE void Q23Tile(const uint8_t* group, size_t group_bytes, size_t cb, s
       __m256i isum[V];
 #pragma GCC unroll 4
       for (size_t v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256();
-      Dots<kQ3, V>(body + (kQ3 ? kILQ3QsOffset : kILQ2QsOffset) + off, body + kILQ3HmaskOffset + off, sc, xc, s, ahead,
-                   ahead_lines, isum);
+      Dots<kQ3, V>(body + (kQ3 ? kILQ3QsOffset : kILQ2QsOffset) + off, body + kILQ3HmaskOffset + off, sc, xc, s, isum);
       const __m256 dw = LoadHalves(kQ3 ? group + InterleavedQ3KDOffset(cb + s) + 16 * half : body + kILQ2DOffset + 16 * half);
 #pragma GCC unroll 4
       for (size_t v = 0; v < V; ++v) {
