@@ -586,6 +586,37 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, size_t group_bytes, size_t cb, 
         continue;
       }
 #endif
+#if HWY_TARGET == HWY_AVX2
+      // MatMul tiles of the 4-bit unsigned formats: a code line's two vectors
+      // at a time against every vector (V int16 chains and 2 code vectors
+      // live, where all 8 code vectors held across the V vectors spilled).
+      if constexpr (V > 1 && kLaneNibbles<Block> && !kLaneFifth<Block> && !kLaneCodebook<Block>) {
+        const LaneF dw = LaneScales(scales + 2 * kLaneRows * h0);
+        LaneI pairs[V];
+#pragma GCC unroll 4
+        for (size_t j = 0; j < 4; ++j) {
+          LaneI w[8];
+          LoadLaneNibbles<Block, 0>(codes + 64 * j, h0, LaneSet8(0), LaneSet8(0), w);  // w[0], w[1]: vectors 2j, 2j + 1
+#pragma GCC unroll 8
+          for (size_t v = 0; v < V; ++v) {
+            const int8_t* q = xc[v]->q + b * kQuantBlock;
+            const LaneI lo = LaneMulPairs(w[0], LaneActivations<Block>(q, 2 * j));
+            pairs[v] = j == 0 ? lo : LaneAddChain16(pairs[v], lo);
+            pairs[v] = LaneAddChain16(pairs[v], LaneMulPairs(w[1], LaneActivations<Block>(q, 2 * j + 1)));
+          }
+        }
+        for (size_t v = 0; v < V; ++v) {
+          LaneI isum = LaneWiden(pairs[v]);
+          if constexpr (kLaneOffset<Block> != 0) isum = LaneAdd32(isum, LaneSet32(xc[v]->corr[b]));
+          sum[0][v] = LaneFma(isum, LaneMulF(dw, LaneSetF(xc[v]->dx[b])), sum[0][v]);
+        }
+        if constexpr (LaneFormat<Block>::kMin) {
+          const LaneF mw = LaneScales(group + InterleavedMinOffset(kType, cb + b) + 2 * kLaneRows * h0);
+          for (size_t v = 0; v < V; ++v) sum[0][v] = LaneFmaF(mw, LaneSetF(xc[v]->sx[b]), sum[0][v]);
+        }
+        continue;
+      }
+#endif
       for (size_t i = 0; i < kPerPass; ++i) {
         LaneI w[8];
         LoadLaneCodes<Block>(codes, h0 + i, w);
