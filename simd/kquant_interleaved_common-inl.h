@@ -47,6 +47,7 @@ inline int32_t PackPair(int lo, int hi) {
 #include "hwy/highway.h"
 #include "simd/model_kernels.h"
 #include "simd/weight_format.h"
+#include "simd/x86_chain-inl.h"
 #include "simd/x86_vnni.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -90,33 +91,34 @@ HWY_INLINE void PrefetchStreamAhead(const uint8_t* group, size_t group_bytes, si
 #endif
 
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-// acc + x (16- or 32-bit lanes) in this order: the empty asm keeps GCC from
-// reassociating a chain of these into a tree, which holds every product
-// live at once and spilled most of them (Q4_K MatVec 1.4x slower, Zen 1).
-HWY_INLINE __m256i AddChain16(__m256i acc, __m256i x) {
-  acc = _mm256_add_epi16(acc, x);
-  __asm__("" : "+x"(acc));
-  return acc;
-}
-HWY_INLINE __m256i AddChain32(__m256i acc, __m256i x) {
-  acc = _mm256_add_epi32(acc, x);
-  __asm__("" : "+x"(acc));
-  return acc;
-}
-// The same, with a prefetch of the line at `line` tied to that point of the
-// chain. GCC hoists _mm_prefetch calls to the start of the unrolled loop
-// body, and a burst of a super-block's prefetches there read 7.6 GB/s from
-// DRAM where the same prefetches spread over the loop read 12 (Q4_K,
-// 32000x2048, Zen 1).
+// acc + x (16- or 32-bit lanes) as one link of a chain (KeepChain,
+// x86_chain-inl.h); with `line`, the link also prefetches that line.
+HWY_INLINE __m256i AddChain16(__m256i acc, __m256i x) { return KeepChain(_mm256_add_epi16(acc, x)); }
+HWY_INLINE __m256i AddChain32(__m256i acc, __m256i x) { return KeepChain(_mm256_add_epi32(acc, x)); }
 HWY_INLINE __m256i AddChain16(__m256i acc, __m256i x, const char* line) {
-  acc = _mm256_add_epi16(acc, x);
-  __asm__("prefetcht0 %1" : "+x"(acc) : "m"(*line));
-  return acc;
+  return KeepChainPrefetch(_mm256_add_epi16(acc, x), line);
 }
 HWY_INLINE __m256i AddChain32(__m256i acc, __m256i x, const char* line) {
-  acc = _mm256_add_epi32(acc, x);
-  __asm__("prefetcht0 %1" : "+x"(acc) : "m"(*line));
-  return acc;
+  return KeepChainPrefetch(_mm256_add_epi32(acc, x), line);
+}
+
+// MatVec over both 8-row halves of a group (rows[h]: valid rows of half h,
+// 0: none; the sums continue from y when cb > 0).
+HWY_INLINE void LoadHalfSums(const float* y, size_t cb, size_t valid_rows, __m256* sum, size_t* rows) {
+  for (size_t h = 0; h < 2; ++h) {
+    rows[h] = 8 * h < valid_rows ? std::min<size_t>(8, valid_rows - 8 * h) : 0;
+    HWY_ALIGN float tmp[8] = {};
+    if (cb > 0 && rows[h] > 0) std::copy(y + 8 * h, y + 8 * h + rows[h], tmp);
+    sum[h] = _mm256_load_ps(tmp);
+  }
+}
+HWY_INLINE void StoreHalfSums(const __m256* sum, const size_t* rows, float* y) {
+  for (size_t h = 0; h < 2; ++h) {
+    if (rows[h] == 0) continue;
+    HWY_ALIGN float tmp[8];
+    _mm256_store_ps(tmp, sum[h]);
+    std::copy(tmp, tmp + rows[h], y + 8 * h);
+  }
 }
 #endif
 

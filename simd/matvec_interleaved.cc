@@ -19,6 +19,7 @@
 
 // Per-target helpers.
 #include "simd/legacy_int-inl.h"
+#include "simd/x86_chain-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kvedge {
@@ -411,31 +412,12 @@ HWY_INLINE LaneI LaneActivations(const int8_t* q, size_t i) {
   return LaneSet32(LoadU32(q + LaneCodeColumn<Block>(i)));
 }
 
-// acc + x (16- or 32-bit lanes) in this order: the empty asm keeps GCC from
-// reassociating a chain of these into a tree that holds every product live
-// at once (and spills them).
-HWY_INLINE LaneI LaneAddChain16(LaneI acc, LaneI x) {
-  acc = LaneAdd16(acc, x);
-  __asm__("" : "+v"(acc));
-  return acc;
-}
-HWY_INLINE LaneI LaneAddChain32(LaneI acc, LaneI x) {
-  acc = LaneAdd32(acc, x);
-  __asm__("" : "+v"(acc));
-  return acc;
-}
-// The same with a prefetch of the line at `line` tied to that point of the
-// chain (GCC hoists _mm_prefetch calls into one burst per block).
-HWY_INLINE LaneI LaneAddChain16(LaneI acc, LaneI x, const char* line) {
-  acc = LaneAdd16(acc, x);
-  __asm__("prefetcht0 %1" : "+v"(acc) : "m"(*line));
-  return acc;
-}
-HWY_INLINE LaneI LaneAddChain32(LaneI acc, LaneI x, const char* line) {
-  acc = LaneAdd32(acc, x);
-  __asm__("prefetcht0 %1" : "+v"(acc) : "m"(*line));
-  return acc;
-}
+// acc + x (16- or 32-bit lanes) as one link of a chain (KeepChain,
+// x86_chain-inl.h); with `line`, the link also prefetches that line.
+HWY_INLINE LaneI LaneAddChain16(LaneI acc, LaneI x) { return KeepChain(LaneAdd16(acc, x)); }
+HWY_INLINE LaneI LaneAddChain32(LaneI acc, LaneI x) { return KeepChain(LaneAdd32(acc, x)); }
+HWY_INLINE LaneI LaneAddChain16(LaneI acc, LaneI x, const char* line) { return KeepChainPrefetch(LaneAdd16(acc, x), line); }
+HWY_INLINE LaneI LaneAddChain32(LaneI acc, LaneI x, const char* line) { return KeepChainPrefetch(LaneAdd32(acc, x), line); }
 
 template <class Block>
 HWY_INLINE LaneI LaneBlockDot(const LaneI* w, const int8_t* q) {

@@ -189,13 +189,8 @@ HWY_NOINLINE void XTileMatVec(const uint8_t* group, size_t group_bytes, size_t c
   const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
   const __m256i nibble = _mm256_set1_epi8(15);
   __m256 sum[2];
-  size_t rows[2];  // valid rows of each half (0: none)
-  for (size_t h = 0; h < 2; ++h) {
-    rows[h] = h * kHalfRows < valid_rows ? std::min(kHalfRows, valid_rows - h * kHalfRows) : 0;
-    HWY_ALIGN float tmp[kHalfRows] = {};
-    if (cb > 0 && rows[h] > 0) std::copy(y + row0 + h * kHalfRows, y + row0 + h * kHalfRows + rows[h], tmp);
-    sum[h] = _mm256_load_ps(tmp);
-  }
+  size_t rows[2];
+  LoadHalfSums(y + row0, cb, valid_rows, sum, rows);
   for (size_t s = 0; s < nsb; ++s) {
     const uint8_t* sb = group + (cb + s) * kILXSuperBytes;
     const char* ahead = StreamAt(group, group_bytes, cb * kILXSuperBytes, (cb + nsb) * kILXSuperBytes,
@@ -232,12 +227,7 @@ HWY_NOINLINE void XTileMatVec(const uint8_t* group, size_t group_bytes, size_t c
       sum[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[h]), _mm256_mul_ps(dw, _mm256_set1_ps(xc->a[s].d)), sum[h]);
     }
   }
-  for (size_t h = 0; h < 2; ++h) {
-    if (rows[h] == 0) continue;
-    HWY_ALIGN float tmp[kHalfRows];
-    _mm256_store_ps(tmp, sum[h]);
-    std::copy(tmp, tmp + rows[h], y + row0 + h * kHalfRows);
-  }
+  StoreHalfSums(sum, rows, y + row0);
 }
 
 // As the VNNI XTile, for MatMul tiles of V ≥ 2 vectors, one half per pass

@@ -244,13 +244,8 @@ HWY_NOINLINE void KTileMatVec(const uint8_t* group, size_t group_bytes, size_t c
   const __m256i nibble = _mm256_set1_epi8(15);
   const __m256i pattern[4] = {PairPattern(0), PairPattern(1), PairPattern(2), PairPattern(3)};
   __m256 sum[2];
-  size_t rows[2];  // valid rows of each half (0: none)
-  for (size_t h = 0; h < 2; ++h) {
-    rows[h] = h * kHalfRows < valid_rows ? std::min(kHalfRows, valid_rows - h * kHalfRows) : 0;
-    HWY_ALIGN float tmp[kHalfRows] = {};
-    if (cb > 0 && rows[h] > 0) std::copy(y + row0 + h * kHalfRows, y + row0 + h * kHalfRows + rows[h], tmp);
-    sum[h] = _mm256_load_ps(tmp);
-  }
+  size_t rows[2];
+  LoadHalfSums(y + row0, cb, valid_rows, sum, rows);
   for (size_t s = 0; s < nsb; ++s) {
     const uint8_t* sb = group + (cb + s) * InterleavedKSuperBytes;
     // The stream kStreamPrefetchBytes ahead: the super-block's 36 lines
@@ -290,12 +285,7 @@ HWY_NOINLINE void KTileMatVec(const uint8_t* group, size_t group_bytes, size_t c
     sum[0] = FoldHalf(sb, 0, hs0, isum0, xc->min_pairs[s], xc->a[s].d, sum[0]);
     sum[1] = FoldHalf(sb, 1, hs1, isum1, xc->min_pairs[s], xc->a[s].d, sum[1]);
   }
-  for (size_t h = 0; h < 2; ++h) {
-    if (rows[h] == 0) continue;
-    HWY_ALIGN float tmp[kHalfRows];
-    _mm256_store_ps(tmp, sum[h]);
-    std::copy(tmp, tmp + rows[h], y + row0 + h * kHalfRows);
-  }
+  StoreHalfSums(sum, rows, y + row0);
 }
 
 // As the VNNI KTile, for MatMul tiles of V ≥ 2 vectors: one half per pass,

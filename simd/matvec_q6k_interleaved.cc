@@ -243,13 +243,8 @@ HWY_NOINLINE void Q6TileMatVec(const uint8_t* group, size_t group_bytes, size_t 
                                const Q6Chunk* xc, float* y, size_t row0, size_t valid_rows) {
   const uint8_t* d_array = group + InterleavedQ6DOffset(nsb_row);
   __m256 sum[2];
-  size_t rows[2];  // valid rows of each half (0: none)
-  for (size_t r = 0; r < 2; ++r) {
-    rows[r] = r * kQ6HalfRows < valid_rows ? std::min(kQ6HalfRows, valid_rows - r * kQ6HalfRows) : 0;
-    HWY_ALIGN float tmp[kQ6HalfRows] = {};
-    if (cb > 0 && rows[r] > 0) std::copy(y + row0 + r * kQ6HalfRows, y + row0 + r * kQ6HalfRows + rows[r], tmp);
-    sum[r] = _mm256_load_ps(tmp);
-  }
+  size_t rows[2];
+  LoadHalfSums(y + row0, cb, valid_rows, sum, rows);
   for (size_t s = 0; s < nsb; ++s) {
     const uint8_t* sb = group + (cb + s) * kILQ6SuperBytes;
     const char* ahead = Q6Ahead(group, group_bytes, nsb_row, cb, nsb, s);
@@ -291,12 +286,7 @@ HWY_NOINLINE void Q6TileMatVec(const uint8_t* group, size_t group_bytes, size_t 
     sum[0] = Q6Fold(sb, 0, d, isum0, xc->bsum_pairs[s], xc->a[s].d, sum[0]);
     sum[1] = Q6Fold(sb, 32, d + 16, isum1, xc->bsum_pairs[s], xc->a[s].d, sum[1]);
   }
-  for (size_t r = 0; r < 2; ++r) {
-    if (rows[r] == 0) continue;
-    HWY_ALIGN float tmp[kQ6HalfRows];
-    _mm256_store_ps(tmp, sum[r]);
-    std::copy(tmp, tmp + rows[r], y + row0 + r * kQ6HalfRows);
-  }
+  StoreHalfSums(sum, rows, y + row0);
 }
 
 // As the VNNI Q6Tile, for MatMul tiles of V ≥ 2 vectors: one row half per
