@@ -2,8 +2,9 @@
 // interleaved.cc: Q4_K, matvec_q6k_interleaved.cc, matvec_q23k_
 // interleaved.cc: Q3_K, Q2_K, matvec_iq4xs_interleaved.cc: IQ4_XS) shares:
 // the activation chunking, the int16 pair packing of the chunks' sums, the
-// AVX3_DL broadcast vpdpbusd, the software prefetch along a group's stream
-// and the driver that walks vectors × chunks × 16-row groups and
+// AVX3_DL broadcast vpdpbusd, the AVX2 chain adds and MatVec half sums, the
+// software prefetch along a group's stream and the driver that walks
+// vectors × chunks × 16-row groups and
 // calls a format's group kernel. A format supplies a chunk type (one input
 // vector's Q8_K activations over one chunk plus the sums its kernels
 // broadcast), its preparation, and its group kernels (Format below).
