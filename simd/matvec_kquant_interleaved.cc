@@ -170,7 +170,7 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void KTile(const uint8_t* group, size_t group_b
 #elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 // 8 rows per 256-bit vector: a group is two halves, rows 8h … 8h + 7 at
 // byte 32h of every line (and 16h of the f16 arrays).
-constexpr size_t kTileVecs = 4;  // 16 ymm: 8 codes + 4 sums + temps
+constexpr size_t kTileVecs = 4;  // 16 ymm: 4 int16 chains, 4 int32 sums, temps
 constexpr size_t kHalfRows = 8;
 
 // vpshufb pattern giving each int32 lane the int16 pair (b, b) of its byte b = j.
@@ -236,9 +236,6 @@ HWY_INLINE __m256 FoldHalf(const uint8_t* sb, size_t h, const HalfScales& hs, __
 // each line loaded once for both; the four int16 sums (2 sub-blocks × 2
 // halves) are independent chains. On a Zen-1 core this ran 1.7x the
 // sub-block-at-a-time loop the MatMul tiles use (L3-resident matrix).
-constexpr size_t kKLines = InterleavedKSuperBytes / 64;  // 36 lines a super-block
-static_assert(kKLines % 4 == 0);
-
 HWY_NOINLINE void KTileMatVec(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const KChunk* xc,
                               float* y, size_t row0, size_t valid_rows) {
   const __m256i nibble = _mm256_set1_epi8(15);
@@ -248,10 +245,11 @@ HWY_NOINLINE void KTileMatVec(const uint8_t* group, size_t group_bytes, size_t c
   LoadHalfSums(y + row0, cb, valid_rows, sum, rows);
   for (size_t s = 0; s < nsb; ++s) {
     const uint8_t* sb = group + (cb + s) * InterleavedKSuperBytes;
-    // The stream kStreamPrefetchBytes ahead: the super-block's 36 lines
-    // from one address (lines past a span's end may be the wrong ones: a
-    // prefetch is only a hint), spread over the loop below. The per-line
-    // StreamAt loop cost a quarter of the kernel's time on a Zen-1 core.
+    // The stream kStreamPrefetchBytes ahead: the super-block's 36 lines from
+    // one address (lines past a span's end may be the wrong ones: a prefetch
+    // is only a hint), 9 per pair p below. The per-line StreamAt loop cost a
+    // quarter of the kernel's time on a Zen-1 core.
+    static_assert(InterleavedKSuperBytes == 4 * 9 * 64, "9 lines per pair p");
     const char* ahead = StreamAt(group, group_bytes, cb * InterleavedKSuperBytes, (cb + nsb) * InterleavedKSuperBytes,
                                  (cb + s) * InterleavedKSuperBytes + kStreamPrefetchBytes);
     const HalfScales hs0 = UnpackHalfScales(sb, 0), hs1 = UnpackHalfScales(sb, 1);
