@@ -451,8 +451,10 @@ HWY_INLINE LaneI LaneBlockDot(const LaneI* w, const int8_t* q) {
 constexpr size_t kLanePrefetchBytes = 8192;
 // LaneBlockDot for both 8-row halves of a group at once (MatVec): each
 // broadcast activation word meets both halves' code vectors, and the sums
-// are chains in order, with the prefetches of the kLaneAheadLines lines at
-// `ahead` tied to them. isum[h]: half h's exact block dots.
+// are chains in order, with prefetches of the lines at `ahead` tied to half
+// 0's links: kLaneAheadLines of them, at most 7 (Q8_0's 9 lines get 7: that
+// is the version measured at 92 % of MemoryRead). isum[h]: half h's exact
+// block dots.
 template <class Block>
 inline constexpr size_t kLaneAheadLines = (InterleavedPairBytes(LaneFormat<Block>::kType) / 2 + 63) / 64;
 template <class Block>
@@ -522,16 +524,10 @@ HWY_INLINE void LaneBlockDotsBoth(const uint8_t* codes, const int8_t* q, const c
 // more spills (MatMul/q4_0.il16/32000x2048/dram/batch:8 5–10% less CPU time
 // than two 4-vector tiles, AVX2).
 template <class Block, size_t V>
-HWY_NOINLINE void LaneTile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nb,
+HWY_NOINLINE void LaneTile(const uint8_t* group, [[maybe_unused]] size_t group_bytes, size_t cb, size_t nb,
                            const LaneChunk* const* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
   constexpr WeightType kType = LaneFormat<Block>::kType;
   constexpr size_t kHalves = kInterleaveRows / kLaneRows;
-  // MatVec prefetches the stream kLanePrefetchBytes ahead: this pass reads
-  // the chunk's span of the group, the next pass the same span of the next
-  // group (prefetches past the matrix are dropped, never fault).
-  const size_t chunk_begin = InterleavedScaleOffset(kType, cb);
-  const size_t chunk_bytes = InterleavedScaleOffset(kType, cb + nb) - chunk_begin;
-  (void)group_bytes;
   constexpr size_t kPerPass = V == 1 ? kHalves : 1;  // halves per pass
   for (size_t h0 = 0; h0 * kLaneRows < valid_rows; h0 += kPerPass) {
     size_t rows[kPerPass];  // valid rows of each half in this pass (0: none)
@@ -551,6 +547,11 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, size_t group_bytes, size_t cb, 
       // formats: their fifth-bit unpacking for 16 code vectors at once ran
       // 0.75x the half-at-a-time loop (L3-resident 2048x2048, Zen 1).
       if constexpr (V == 1 && !kLaneFifth<Block>) {
+        // The stream kLanePrefetchBytes ahead: this pass reads the chunk's
+        // span of the group, the next pass the same span of the next group
+        // (prefetches past the matrix are dropped, never fault).
+        const size_t chunk_begin = InterleavedScaleOffset(kType, cb);
+        const size_t chunk_bytes = InterleavedScaleOffset(kType, cb + nb) - chunk_begin;
         const size_t at = InterleavedCodeOffset(kType, cb + b) - chunk_begin + kLanePrefetchBytes;
         const char* ahead = reinterpret_cast<const char*>(group) + chunk_begin +
                             (at < chunk_bytes ? at : group_bytes + at - chunk_bytes);
