@@ -230,44 +230,36 @@ HWY_NOINLINE void XTileMatVec(const uint8_t* group, size_t group_bytes, size_t c
   StoreHalfSums(sum, rows, y + row0);
 }
 
-// As the VNNI XTile, for MatMul tiles of V ≥ 2 vectors, one half per pass
+// As the VNNI XTile, for MatMul tiles of V ≥ 2 vectors, one half per pass,
+// each code vector's level and magnitude made once for the V vectors
 // (V = 1: XTileMatVec).
 template <size_t V>
 HWY_NOINLINE void XTile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const XChunk* xc,
                         float* y, size_t y_stride, size_t row0, size_t valid_rows) {
-  if constexpr (V == 1) return XTileMatVec(group, group_bytes, cb, nsb, xc, y, row0, valid_rows);
-  constexpr size_t kPerPass = 1;  // halves per pass
-  const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-  const __m256i nibble = _mm256_set1_epi8(15), k15 = _mm256_set1_epi32(15), k3 = _mm256_set1_epi32(3);
-  const __m256i k32 = _mm256_set1_epi32(32), low16 = _mm256_set1_epi32(0xFFFF);
-  for (size_t h0 = 0; h0 * kHalfRows < valid_rows; h0 += kPerPass) {
-    size_t rows[kPerPass];  // valid rows of each half in this pass (0: none)
-    __m256 sum[kPerPass][V];
-    for (size_t i = 0; i < kPerPass; ++i) {
-      const size_t first = (h0 + i) * kHalfRows;
-      rows[i] = first < valid_rows ? std::min(kHalfRows, valid_rows - first) : 0;
+  if constexpr (V == 1) {
+    XTileMatVec(group, group_bytes, cb, nsb, xc, y, row0, valid_rows);
+  } else {
+    const __m256i levels =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+    const __m256i nibble = _mm256_set1_epi8(15);
+    for (size_t h = 0; h * kHalfRows < valid_rows; ++h) {
+      const size_t first = h * kHalfRows, rows = std::min(kHalfRows, valid_rows - first);
+      __m256 sum[V];
       for (size_t v = 0; v < V; ++v) {
         HWY_ALIGN float tmp[kHalfRows] = {};
-        if (cb > 0 && rows[i] > 0) std::copy(y + v * y_stride + row0 + first, y + v * y_stride + row0 + first + rows[i], tmp);
-        sum[i][v] = _mm256_load_ps(tmp);
+        if (cb > 0) std::copy(y + v * y_stride + row0 + first, y + v * y_stride + row0 + first + rows, tmp);
+        sum[v] = _mm256_load_ps(tmp);
       }
-    }
-    for (size_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = group + (cb + s) * kILXSuperBytes;
-      if (h0 == 0) PrefetchAhead<kPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
-      for (size_t i = 0; i < kPerPass; ++i) {
-        const size_t h = h0 + i;
+      for (size_t s = 0; s < nsb; ++s) {
+        const uint8_t* sb = group + (cb + s) * kILXSuperBytes;
+        if (h == 0) PrefetchAhead<kPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
         const __m256i lo = Load256(sb + kILXScalesLOffset + 32 * h);
-        const __m256i hi = _mm256_cvtepu16_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sb + kILXScalesHOffset + 16 * h)));
+        const __m256i hi =
+            _mm256_cvtepu16_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sb + kILXScalesHOffset + 16 * h)));
         __m256i isum[V];
         for (size_t v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256();
         for (size_t j = 0; j < 8; ++j) {
-          const int sh = static_cast<int>(j);
-          const __m256i sc = _mm256_sub_epi32(
-              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(lo, 4 * sh), k15),
-                              _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hi, 2 * sh), k3), 4)),
-              k32);
-          const __m256i sc_pair = _mm256_or_si256(_mm256_and_si256(sc, low16), _mm256_slli_epi32(sc, 16));
+          const __m256i sc_pair = XScalePair(lo, hi, j);
           const uint8_t* lines = sb + kILXQsOffset + 256 * j + 32 * h;
           for (size_t k = 0; k < 8; ++k) {
             const __m256i line = Load256(lines + 64 * (k % 4));
@@ -281,19 +273,16 @@ HWY_NOINLINE void XTile(const uint8_t* group, size_t group_bytes, size_t cb, siz
             }
           }
         }
-        const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(sb + kILXDOffset + 16 * h)));
+        const __m256 dw =
+            _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(sb + kILXDOffset + 16 * h)));
         for (size_t v = 0; v < V; ++v) {
-          sum[i][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), _mm256_mul_ps(dw, _mm256_set1_ps(xc[v].a[s].d)),
-                                      sum[i][v]);
+          sum[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), _mm256_mul_ps(dw, _mm256_set1_ps(xc[v].a[s].d)), sum[v]);
         }
       }
-    }
-    for (size_t i = 0; i < kPerPass; ++i) {
-      if (rows[i] == 0) continue;
       for (size_t v = 0; v < V; ++v) {
         HWY_ALIGN float tmp[kHalfRows];
-        _mm256_store_ps(tmp, sum[i][v]);
-        std::copy(tmp, tmp + rows[i], y + v * y_stride + row0 + (h0 + i) * kHalfRows);
+        _mm256_store_ps(tmp, sum[v]);
+        std::copy(tmp, tmp + rows, y + v * y_stride + row0 + first);
       }
     }
   }
