@@ -460,21 +460,8 @@ inline constexpr size_t kLaneAheadLines = (InterleavedPairBytes(LaneFormat<Block
 template <class Block>
 HWY_INLINE void LaneBlockDotsBoth(const uint8_t* codes, const int8_t* q, const char* ahead, LaneI* isum) {
   LaneI w[2][8];
-  if constexpr (kLaneNibbles<Block>) {
-    LaneI table = LaneSet8(0), fifth[2] = {LaneSet8(0), LaneSet8(0)};
-    if constexpr (kLaneCodebook<Block>) table = LaneTable(kIq4nlValues);
-    for (size_t h = 0; h < 2; ++h) {
-      if constexpr (kLaneFifth<Block>) fifth[h] = LaneLoad(codes + 256 + 4 * kLaneRows * h);
-      LoadLaneNibbles<Block, 0>(codes, h, table, fifth[h], w[h]);
-      LoadLaneNibbles<Block, 1>(codes, h, table, fifth[h], w[h]);
-      LoadLaneNibbles<Block, 2>(codes, h, table, fifth[h], w[h]);
-      LoadLaneNibbles<Block, 3>(codes, h, table, fifth[h], w[h]);
-    }
-  } else {
-    for (size_t h = 0; h < 2; ++h) {
-      for (size_t j = 0; j < 8; ++j) w[h][j] = LaneXor(LaneLoad(codes + 64 * j + 4 * kLaneRows * h), LaneSet8(0x80));
-    }
-  }
+  LoadLaneCodes<Block>(codes, 0, w[0]);
+  LoadLaneCodes<Block>(codes, 1, w[1]);
   if constexpr (kLaneSigned<Block>) {
     for (size_t i = 0; i < 8; ++i) {
       const LaneI a = LaneActivations<Block>(q, i);
