@@ -10,10 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <sstream>
 
@@ -144,14 +146,25 @@ void CheckRoundTrip(const ModelWeights& model, const SessionOptions& o, size_t p
   ExpectSameContents(*a.session, *b.session);
 }
 
+constexpr EvictionPolicy kPolicies[] = {EvictionPolicy::kFull, EvictionPolicy::kWindow, EvictionPolicy::kSinks,
+                                       EvictionPolicy::kH2O};
+constexpr KvFormat kFormats[] = {KvFormat::kF32, KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4};
+// The quick runs' Latin square below needs as many policies as formats.
+static_assert(std::size(kPolicies) == std::size(kFormats));
+template <class T, size_t N>
+size_t IndexOf(const T (&list)[N], T x) {
+  return static_cast<size_t>(std::find(list, list + N, x) - list);
+}
+
 class SessionFileFormats : public ::testing::TestWithParam<std::tuple<EvictionPolicy, KvFormat, KvFormat>> {};
 
 TEST_P(SessionFileFormats, RestoredSessionContinuesBitIdentically) {
   const auto [policy, kf, vf] = GetParam();
   // Quick runs (sanitizers, qemu: ~5 s a case there) take a Latin square of
-  // the 64: value format = key format + policy (mod 4), so each policy meets
-  // every key and every value format, and every (key, value) pair runs once.
-  if (QuickRun() && (static_cast<int>(kf) + static_cast<int>(policy)) % 4 != static_cast<int>(vf)) {
+  // the 64: value format = key format + policy (indices mod 4), so each policy
+  // meets every key and every value format, and every (key, value) pair runs once.
+  const size_t n = std::size(kFormats);
+  if (QuickRun() && (IndexOf(kFormats, kf) + IndexOf(kPolicies, policy)) % n != IndexOf(kFormats, vf)) {
     GTEST_SKIP() << "quick run: the Latin square of policies × key × value formats";
   }
   // Evicting policies: 300 tokens through a 128-token cache (ring wrapped,
@@ -162,10 +175,7 @@ TEST_P(SessionFileFormats, RestoredSessionContinuesBitIdentically) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllPoliciesAndFormats, SessionFileFormats,
-    ::testing::Combine(::testing::Values(EvictionPolicy::kFull, EvictionPolicy::kWindow, EvictionPolicy::kSinks,
-                                         EvictionPolicy::kH2O),
-                       ::testing::Values(KvFormat::kF32, KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4),
-                       ::testing::Values(KvFormat::kF32, KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4)),
+    ::testing::Combine(::testing::ValuesIn(kPolicies), ::testing::ValuesIn(kFormats), ::testing::ValuesIn(kFormats)),
     [](const auto& info) {
       return std::string(EvictionPolicyName(std::get<0>(info.param))) + "_k" +
              KvFormatName(std::get<1>(info.param)) + "_v" + KvFormatName(std::get<2>(info.param));
