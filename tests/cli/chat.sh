@@ -61,7 +61,7 @@ for _ in $(seq 1 100); do  # wait until tokens stream
 done
 kill -INT "$pid"
 sleep 1
-kill -0 "$pid" 2>/dev/null && kill -INT "$pid"
+jobs -pr | grep -qx "$pid" && kill -INT "$pid"  # still running (its PID is not reused)
 wait "$pid"
 rc=$?
 exec 3>&-

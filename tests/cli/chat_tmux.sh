@@ -10,10 +10,18 @@ sock="kvedge_chat_test_$$"
 t() { tmux -L "$sock" "$@"; }
 trap 't kill-server 2>/dev/null' EXIT
 fail() { echo "FAIL: $*"; echo "--- screen:"; t capture-pane -p -t chat; exit 1; }
+# The screen now; fails at once when the tmux server is gone (the session's
+# command ended, or something killed the server): nothing can appear any more.
+screen() {
+  SCREEN=$(t capture-pane -p -t chat 2>&1) && return 0
+  echo "FAIL: the tmux server is gone ($SCREEN) while waiting for '$1'"
+  exit 1
+}
 # Waits until the screen matches a regex.
 wait_for() {
   for _ in $(seq 1 300); do
-    t capture-pane -p -t chat | grep -qE "$1" && return 0
+    screen "$1"
+    grep -qE "$1" <<<"$SCREEN" && return 0
     sleep 0.1
   done
   fail "no '$1' on the screen"
@@ -21,7 +29,8 @@ wait_for() {
 # Waits until the screen has N lines matching a regex.
 wait_count() {
   for _ in $(seq 1 300); do
-    [[ $(t capture-pane -p -t chat | grep -cE "$2") -ge $1 ]] && return 0
+    screen "$2"
+    [[ $(grep -cE "$2" <<<"$SCREEN") -ge $1 ]] && return 0
     sleep 0.1
   done
   fail "fewer than $1 lines '$2' on the screen"

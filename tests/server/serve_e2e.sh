@@ -12,9 +12,13 @@ set -euo pipefail
 kvedge="$1"
 models="$2"
 work="$(mktemp -d)"
-pids=()
+# Kills the background jobs still running (servers, clients), never a PID
+# from a list: bash reaps a job that exited, and its PID can be reused by
+# any process on the machine (pid_max is 32768 on many) before the exit.
 cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  local running
+  running=$(jobs -pr)
+  [[ -z "${running}" ]] || kill -KILL ${running} 2>/dev/null || true
   rm -rf "${work}"
 }
 trap cleanup EXIT
@@ -33,7 +37,6 @@ start() {
   "${kvedge}" serve "${model[@]}" --port 0 -t 1 "$@" >"${work}/${name}.out" 2>"${work}/${name}.err" &
   PID=$!
   ERR="${work}/${name}.err"
-  pids+=("${PID}")
   for _ in $(seq 200); do
     if PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "${work}/${name}.out" 2>/dev/null | grep -o '[0-9]*$'); then
       return 0
@@ -45,6 +48,7 @@ start() {
 }
 # stop PID: SIGTERM, wait, expect exit 0.
 stop() {
+  jobs -pr | grep -qx "$1" || { tail -30 "${ERR}" >&2; fail "server $1 exited before SIGTERM"; }
   kill -TERM "$1"
   local rc=0
   wait "$1" || rc=$?
