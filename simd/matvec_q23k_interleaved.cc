@@ -61,7 +61,12 @@ constexpr size_t kTile = 4;
 struct QChunk {
   BlockQ8_K a[kil::kChunkSuperBlocks];
   int32_t bsum4[kil::kChunkSuperBlocks][16];       // 4·bsums[g] (Q3_K, AVX3_DL)
-  int32_t bsum2_pair[kil::kChunkSuperBlocks][16];  // int16 pair (2·bsums[g], 2·bsums[g]) (Q3_K, AVX2)
+  int32_t bsum2_pair[kil::kChunkSuperBlocks][16];  // int16 pair (2·bsums[g], 2·bsums[g]) (Q3_K, AVX2 tiles)
+  // int16 pair (f·b0, f·b1) with b0, b1 the sums of sub-block g's activations
+  // 4l, 4l + 1 and 4l + 2, 4l + 3 (l < 4: the two int16 lanes of a
+  // vpmaddubsw pair sum), f = 4 for even j = (g % 8) / 2 and 16 for odd
+  // (Q3_K, AVX2 MatVec, whose odd-j codes are 4c: |f·b| ≤ 16·8·127).
+  int32_t bsum_split[kil::kChunkSuperBlocks][16];
   // Q2_K's mins: (bsums[4k], bsums[4k+2]), (bsums[4k+1], bsums[4k+3]) at 2k, 2k + 1.
   int32_t min_pairs[kil::kChunkSuperBlocks][8];
 };
@@ -74,6 +79,14 @@ inline void PrepareChunk(const float* x, size_t nsb, QChunk* c) {
     for (int g = 0; g < 16; ++g) {
       c->bsum4[s][g] = 4 * b[g];
       c->bsum2_pair[s][g] = kil::PackPair(2 * b[g], 2 * b[g]);
+      const int8_t* q = c->a[s].qs + 16 * g;
+      int b0 = 0, b1 = 0;
+      for (int l = 0; l < 4; ++l) {
+        b0 += q[4 * l] + q[4 * l + 1];
+        b1 += q[4 * l + 2] + q[4 * l + 3];
+      }
+      const int f = (g % 8) / 2 % 2 == 1 ? 16 : 4;
+      c->bsum_split[s][g] = kil::PackPair(f * b0, f * b1);
     }
     for (int k = 0; k < 4; ++k) {
       c->min_pairs[s][2 * k] = kil::PackPair(b[4 * k], b[4 * k + 2]);
@@ -274,6 +287,39 @@ HWY_INLINE __m256i Load256(const uint8_t* p) { return _mm256_load_si256(reinterp
 HWY_INLINE __m256 LoadHalves(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
 }
+// One half's (8 rows at the line's byte 32·half) scales of a super-block
+// from its scale lines at `scales`: sc[g] = sub-block g's scale as (sc, sc)
+// int16 pairs per row (Q3_K: ggml's 6-bit unpacking, − 32; Q2_K: the low
+// nibbles), mn4[k] = Q2_K's min nibbles of scales 4k … 4k + 3 (bytes).
+template <bool kQ3>
+HWY_INLINE void HalfScales(const uint8_t* scales, __m256i* sc, __m256i* mn4) {
+  const __m256i k0f = _mm256_set1_epi32(0x0f0f0f0f), k03 = _mm256_set1_epi32(0x03030303);
+  __m256i sc4[4];  // Q3_K: unpacked scale bytes; Q2_K: scale nibbles
+  if constexpr (kQ3) {
+    const __m256i u0 = Load256(scales), u1 = Load256(scales + 64), u2 = Load256(scales + 128);
+    sc4[0] = _mm256_or_si256(_mm256_and_si256(u0, k0f), _mm256_slli_epi32(_mm256_and_si256(u2, k03), 4));
+    sc4[1] = _mm256_or_si256(_mm256_and_si256(u1, k0f),
+                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u2, 2), k03), 4));
+    sc4[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u0, 4), k0f),
+                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k03), 4));
+    sc4[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u1, 4), k0f),
+                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u2, 6), k03), 4));
+    (void)mn4;
+  } else {
+#pragma GCC unroll 4
+    for (size_t k = 0; k < 4; ++k) {
+      const __m256i u = Load256(scales + 64 * k);
+      sc4[k] = _mm256_and_si256(u, k0f);
+      mn4[k] = _mm256_and_si256(_mm256_srli_epi32(u, 4), k0f);
+    }
+  }
+#pragma GCC unroll 16
+  for (size_t g = 0; g < 16; ++g) {
+    const __m256i pair = _mm256_shuffle_epi8(sc4[g / 4], PairPattern(g % 4));
+    sc[g] = kQ3 ? _mm256_sub_epi16(pair, _mm256_set1_epi16(32)) : pair;
+  }
+}
+
 // isum[v] += Σ_g sc_g·(Σ_16 c·a (Q3_K: − 4·bsum_g)) for one half's rows
 // (qs lines at qs_lines, hmask lines at hm_lines, at the half's offset;
 // sc[g]: sub-block g's scale pairs) and the V vectors of super-block s.
@@ -325,6 +371,135 @@ HWY_INLINE void Dots(const uint8_t* qs_lines, const uint8_t* hm_lines, const __m
   }
 }
 
+// sum + S·(d·dx) for one half's 8 rows of super-block sb (its body at
+// `body`) and vector x's super-block s; Q2_K also − M·(dmin·dx), M = Σ_g
+// min_g·bsum_g from the min nibbles mn4 (HalfScales) and x's min pairs.
+template <bool kQ3>
+HWY_INLINE __m256 FoldHalf(const uint8_t* group, const uint8_t* body, size_t sb, size_t half, __m256i isum,
+                           const __m256i* mn4, const QChunk& x, size_t s, __m256 sum) {
+  const float dx = x.a[s].d;
+  const __m256 dw = LoadHalves(kQ3 ? group + InterleavedQ3KDOffset(sb) + 16 * half : body + kILQ2DOffset + 16 * half);
+  sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), sum);
+  if constexpr (!kQ3) {
+    const __m256i low_bytes = _mm256_set1_epi32(0x00FF00FF);
+    const int32_t* mp = x.min_pairs[s];
+    __m256i m = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (size_t k = 0; k < 4; ++k) {
+      m = _mm256_add_epi32(m, _mm256_madd_epi16(_mm256_and_si256(mn4[k], low_bytes), _mm256_set1_epi32(mp[2 * k])));
+      m = _mm256_add_epi32(m, _mm256_madd_epi16(_mm256_srli_epi16(mn4[k], 8), _mm256_set1_epi32(mp[2 * k + 1])));
+    }
+    const __m256 dmin = LoadHalves(body + kILQ2DminOffset + 16 * half);
+    sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, _mm256_set1_ps(-dx)), sum);
+  }
+  return sum;
+}
+
+// Bit `from` of every hmask byte (Q3_K's high bit of code vector (h, j):
+// bit 4h + j) moved to bit `to` and isolated (16-bit shifts: to ≥ the
+// shift when left, to + shift < 8 when right, so no bit crosses a byte).
+HWY_INLINE __m256i HighBitAt(__m256i hm, int from, int to) {
+  const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << to));
+  if (from == to) return _mm256_and_si256(hm, bit);
+  return _mm256_and_si256(from < to ? _mm256_slli_epi16(hm, to - from) : _mm256_srli_epi16(hm, from - to), bit);
+}
+
+// MatVec (V = 1): both halves of the group per super-block, so the group
+// streams once and each broadcast meets 16 rows. On a Zen-1 core a 256-bit
+// shift costs as much as a vpmaddubsw (2 cycles, one pipe) and the tiles'
+// decode took ~2.25 shifts per vpmaddubsw (Q3_K). Here a qs line gives its
+// four code vectors with one shift: j = 0 and 2 as c (bits 0-1 of the line
+// and of the line >> 4), j = 1 and 3 in place as 4c (bits 2-3), whose
+// sums (≤ 4·2·4·28·127, int16) go to their own int32 sum S4, exactly 4x
+// theirs: S = S1 + S4 / 4. Q3_K's high bit lands at bit 2 (c) or 4 (4c)
+// with at most one shift per code vector, and its −4·bsum_g is taken per
+// int16 lane from the split sums (QChunk::bsum_split).
+template <bool kQ3>
+HWY_NOINLINE void Q23TileMatVec(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc,
+                                float* y, size_t row0, size_t valid_rows) {
+  constexpr WeightType kType = kQ3 ? WeightType::kQ3_K : WeightType::kQ2_K;
+  // Lines per super-block to prefetch (Q3_K: 1760 bytes with its share of
+  // the pair's d lines), over the 24 steps l > 0 below.
+  constexpr size_t kLines = kQ3 ? 28 : kILQ2SuperBytes / 64;
+  static_assert(kLines <= 48, "two lines per step at most");
+  const __m256i k3 = _mm256_set1_epi8(3), k12 = _mm256_set1_epi8(12);
+  __m256 sum[2];
+  size_t rows[2];
+  LoadHalfSums(y + row0, cb, valid_rows, sum, rows);
+  for (size_t s = 0; s < nsb; ++s) {
+    const uint8_t* body = kQ3 ? group + InterleavedQ3KBodyOffset(cb + s) : group + (cb + s) * kILQ2SuperBytes;
+    const char* ahead = StreamAt(group, group_bytes, q23il::SuperBegin(kType, cb), q23il::SuperBegin(kType, cb + nsb),
+                                 q23il::SuperBegin(kType, cb + s) + kStreamPrefetchBytes);
+    const uint8_t* qs_lines = body + (kQ3 ? kILQ3QsOffset : kILQ2QsOffset);
+    const uint8_t* hm_lines = body + kILQ3HmaskOffset;
+    __m256i sc[2][16], mn4[2][4];
+    for (size_t half = 0; half < 2; ++half) {
+      HalfScales<kQ3>(body + (kQ3 ? kILQ3ScalesOffset : kILQ2ScalesOffset) + 32 * half, sc[half], mn4[half]);
+    }
+    const int8_t* a = xc->a[s].qs;
+    const int32_t* split = xc->bsum_split[s];
+    __m256i s1[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, s4[2] = {s1[0], s1[0]};
+    size_t slot = 0;  // steps l > 0 so far: even's chain prefetches line slot, odd's line 24 + slot
+#pragma GCC unroll 1
+    for (size_t h = 0; h < 2; ++h) {
+#pragma GCC unroll 2
+      for (size_t k = 0; k < 2; ++k) {
+#pragma GCC unroll 2
+        for (size_t jp = 0; jp < 2; ++jp) {  // j = 2jp (codes c) and 2jp + 1 (codes 4c)
+          __m256i even[2], odd[2];           // per half
+#pragma GCC unroll 4
+          for (size_t l = 0; l < 4; ++l) {
+            const int8_t* q = a + 128 * h + 64 * jp + 16 * k + 4 * l;
+            const __m256i a_even = _mm256_set1_epi32(LoadU32(q)), a_odd = _mm256_set1_epi32(LoadU32(q + 32));
+#pragma GCC unroll 2
+            for (size_t half = 0; half < 2; ++half) {
+              __m256i qs = Load256(qs_lines + 64 * (8 * h + 4 * k + l) + 32 * half);
+              if (jp == 1) qs = _mm256_srli_epi16(qs, 4);
+              __m256i ce = _mm256_and_si256(qs, k3), co = _mm256_and_si256(qs, k12);
+              if constexpr (kQ3) {
+                const __m256i hm = Load256(hm_lines + 64 * (4 * k + l) + 32 * half);
+                const int bit = static_cast<int>(4 * h + 2 * jp);
+                ce = _mm256_or_si256(ce, HighBitAt(hm, bit, 2));
+                co = _mm256_or_si256(co, HighBitAt(hm, bit + 1, 4));
+              }
+              const __m256i pe = _mm256_maddubs_epi16(ce, a_even), po = _mm256_maddubs_epi16(co, a_odd);
+              if (l == 0) {
+                even[half] = pe;
+                odd[half] = po;
+              } else if (half == 0) {
+                even[half] = slot < kLines ? AddChain16(even[half], pe, ahead + 64 * slot) : AddChain16(even[half], pe);
+                odd[half] = 24 + slot < kLines ? AddChain16(odd[half], po, ahead + 64 * (24 + slot))
+                                               : AddChain16(odd[half], po);
+              } else {
+                even[half] = AddChain16(even[half], pe);
+                odd[half] = AddChain16(odd[half], po);
+              }
+            }
+            if (l > 0) ++slot;
+          }
+          const size_t ge = 8 * h + 4 * jp + k, go = ge + 2;  // sub-blocks 8h + 2j + k
+#pragma GCC unroll 2
+          for (size_t half = 0; half < 2; ++half) {
+            __m256i pe = even[half], po = odd[half];
+            if constexpr (kQ3) {
+              pe = _mm256_sub_epi16(pe, _mm256_set1_epi32(split[ge]));
+              po = _mm256_sub_epi16(po, _mm256_set1_epi32(split[go]));
+            }
+            s1[half] = AddChain32(s1[half], _mm256_madd_epi16(pe, sc[half][ge]));
+            s4[half] = AddChain32(s4[half], _mm256_madd_epi16(po, sc[half][go]));
+          }
+        }
+      }
+    }
+#pragma GCC unroll 2
+    for (size_t half = 0; half < 2; ++half) {
+      const __m256i isum = _mm256_add_epi32(s1[half], _mm256_srai_epi32(s4[half], 2));  // S4 is exactly 4x
+      sum[half] = FoldHalf<kQ3>(group, body, cb + s, half, isum, mn4[half], *xc, s, sum[half]);
+    }
+  }
+  StoreHalfSums(sum, rows, y + row0);
+}
+
 // As the VNNI tiles, for Q3_K (kQ3) or Q2_K, one half per pass over the
 // chunk span: the first pass streams the group (and prefetches), the
 // second reads the span (≤ 28 KiB) from cache. (MatVec took both halves
@@ -335,8 +510,6 @@ template <bool kQ3, size_t V>
 HWY_NOINLINE void Q23Tile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc,
                           float* y, size_t y_stride, size_t row0, size_t valid_rows) {
   constexpr WeightType kType = kQ3 ? WeightType::kQ3_K : WeightType::kQ2_K;
-  const __m256i k0f = _mm256_set1_epi32(0x0f0f0f0f), k03 = _mm256_set1_epi32(0x03030303);
-  const __m256i low_bytes = _mm256_set1_epi32(0x00FF00FF), k32 = _mm256_set1_epi16(32);
   for (size_t half = 0; half * kHalfRows < valid_rows; ++half) {
     const size_t first = half * kHalfRows, rows = std::min(kHalfRows, valid_rows - first);
     __m256 sum[V];
@@ -350,52 +523,14 @@ HWY_NOINLINE void Q23Tile(const uint8_t* group, size_t group_bytes, size_t cb, s
       if (half == 0) PrefetchAhead(kType, group, group_bytes, cb, nsb, s);
       const size_t off = 32 * half;
       const uint8_t* body = kQ3 ? group + InterleavedQ3KBodyOffset(cb + s) : group + (cb + s) * kILQ2SuperBytes;
-      const uint8_t* scales = body + (kQ3 ? kILQ3ScalesOffset : kILQ2ScalesOffset) + off;
-      __m256i sc4[4], mn4[4];  // Q3_K: unpacked scale bytes; Q2_K: scale and min nibbles
-      if constexpr (kQ3) {
-        const __m256i u0 = Load256(scales), u1 = Load256(scales + 64), u2 = Load256(scales + 128);
-        sc4[0] = _mm256_or_si256(_mm256_and_si256(u0, k0f), _mm256_slli_epi32(_mm256_and_si256(u2, k03), 4));
-        sc4[1] = _mm256_or_si256(_mm256_and_si256(u1, k0f),
-                                 _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u2, 2), k03), 4));
-        sc4[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u0, 4), k0f),
-                                 _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k03), 4));
-        sc4[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u1, 4), k0f),
-                                 _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u2, 6), k03), 4));
-      } else {
-#pragma GCC unroll 4
-        for (size_t k = 0; k < 4; ++k) {
-          const __m256i u = Load256(scales + 64 * k);
-          sc4[k] = _mm256_and_si256(u, k0f);
-          mn4[k] = _mm256_and_si256(_mm256_srli_epi32(u, 4), k0f);
-        }
-      }
-      __m256i sc[16];  // sub-block g's scale as (sc, sc) int16 pairs per row (Q3_K: sc − 32)
-#pragma GCC unroll 16
-      for (size_t g = 0; g < 16; ++g) {
-        const __m256i pair = _mm256_shuffle_epi8(sc4[g / 4], PairPattern(g % 4));
-        sc[g] = kQ3 ? _mm256_sub_epi16(pair, k32) : pair;
-      }
+      __m256i sc[16], mn4[4];  // sub-block g's scale as (sc, sc) int16 pairs per row (Q3_K: sc − 32); Q2_K's mins
+      HalfScales<kQ3>(body + (kQ3 ? kILQ3ScalesOffset : kILQ2ScalesOffset) + off, sc, mn4);
       __m256i isum[V];
 #pragma GCC unroll 4
       for (size_t v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256();
       Dots<kQ3, V>(body + (kQ3 ? kILQ3QsOffset : kILQ2QsOffset) + off, body + kILQ3HmaskOffset + off, sc, xc, s, isum);
-      const __m256 dw = LoadHalves(kQ3 ? group + InterleavedQ3KDOffset(cb + s) + 16 * half : body + kILQ2DOffset + 16 * half);
 #pragma GCC unroll 4
-      for (size_t v = 0; v < V; ++v) {
-        const float dx = xc[v].a[s].d;
-        sum[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), sum[v]);
-        if constexpr (!kQ3) {
-          const int32_t* mp = xc[v].min_pairs[s];
-          __m256i m = _mm256_setzero_si256();
-#pragma GCC unroll 4
-          for (size_t k = 0; k < 4; ++k) {
-            m = _mm256_add_epi32(m, _mm256_madd_epi16(_mm256_and_si256(mn4[k], low_bytes), _mm256_set1_epi32(mp[2 * k])));
-            m = _mm256_add_epi32(m, _mm256_madd_epi16(_mm256_srli_epi16(mn4[k], 8), _mm256_set1_epi32(mp[2 * k + 1])));
-          }
-          const __m256 dmin = LoadHalves(body + kILQ2DminOffset + 16 * half);
-          sum[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, _mm256_set1_ps(-dx)), sum[v]);
-        }
-      }
+      for (size_t v = 0; v < V; ++v) sum[v] = FoldHalf<kQ3>(group, body, cb + s, half, isum[v], mn4, xc[v], s, sum[v]);
     }
 #pragma GCC unroll 4
     for (size_t v = 0; v < V; ++v) {
@@ -408,12 +543,20 @@ HWY_NOINLINE void Q23Tile(const uint8_t* group, size_t group_bytes, size_t cb, s
 template <size_t V>
 HWY_INLINE void Q3Tile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc, float* y,
                        size_t y_stride, size_t row0, size_t valid_rows) {
-  Q23Tile<true, V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
+  if constexpr (V == 1) {
+    Q23TileMatVec<true>(group, group_bytes, cb, nsb, xc, y, row0, valid_rows);
+  } else {
+    Q23Tile<true, V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
+  }
 }
 template <size_t V>
 HWY_INLINE void Q2Tile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc, float* y,
                        size_t y_stride, size_t row0, size_t valid_rows) {
-  Q23Tile<false, V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
+  if constexpr (V == 1) {
+    Q23TileMatVec<false>(group, group_bytes, cb, nsb, xc, y, row0, valid_rows);
+  } else {
+    Q23Tile<false, V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
+  }
 }
 #else
 // Portable form: each row's super-blocks read back into GGUF bytes, the
