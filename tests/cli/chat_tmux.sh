@@ -10,12 +10,17 @@ sock="kvedge_chat_test_$$"
 t() { tmux -L "$sock" "$@"; }
 trap 't kill-server 2>/dev/null' EXIT
 fail() { echo "FAIL: $*"; echo "--- screen:"; t capture-pane -p -t chat; exit 1; }
-# The screen now; fails at once when the tmux server is gone (the session's
-# command ended, or something killed the server): nothing can appear any more.
+# The screen now, in SCREEN. Fails at once, showing the last screen seen, when
+# the chat ended unasked (its shell prints EXIT=) or the tmux server is gone:
+# nothing can appear any more.
+SCREEN=""
 screen() {
-  SCREEN=$(t capture-pane -p -t chat 2>&1) && return 0
-  echo "FAIL: the tmux server is gone ($SCREEN) while waiting for '$1'"
-  exit 1
+  local now
+  now=$(t capture-pane -p -t chat 2>&1) ||
+    { echo "FAIL: the tmux server is gone ($now) while waiting for '$1'; the last screen:"; echo "$SCREEN"; exit 1; }
+  SCREEN=$now
+  [[ "$1" == EXIT* ]] || ! grep -q '^EXIT=' <<<"$SCREEN" ||
+    { echo "FAIL: kvedge chat ended while waiting for '$1':"; echo "$SCREEN"; exit 1; }
 }
 # Waits until the screen matches a regex.
 wait_for() {
