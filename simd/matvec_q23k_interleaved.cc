@@ -16,7 +16,8 @@
 //   AVX2 (and AVX3 without VNNI, on 256-bit vectors): codes by shift and
 //     mask, 4 vpmaddubsw summed in int16 (Q3_K: − 2·bsum per half, pairs
 //     ≤ 4·2·7·127 + 4064), one vpmaddwd against the (scale, scale) int16
-//     pairs adds sc·dot to S;
+//     pairs adds sc·dot to S (MatVec, Q23TileMatVec: odd-j codes in place
+//     as 4c, summed apart, so a qs line costs one shift);
 //   the other targets: the same integer sums, row by row (scalar; those
 //     targets keep GGUF's rows: InterleavedWeightsPreferred is false).
 // Q2_K's M = Σ_g min_g·bsum_g is int16 pair multiply-adds of the rows' mins
@@ -410,7 +411,7 @@ HWY_INLINE __m256i HighBitAt(__m256i hm, int from, int to) {
 // decode took ~2.25 shifts per vpmaddubsw (Q3_K). Here a qs line gives its
 // four code vectors with one shift: j = 0 and 2 as c (bits 0-1 of the line
 // and of the line >> 4), j = 1 and 3 in place as 4c (bits 2-3), whose
-// sums (≤ 4·2·4·28·127, int16) go to their own int32 sum S4, exactly 4x
+// int16 pair sums (≤ 4·2·28·127 over the 4 lines) go to their own int32 sum S4, exactly 4x
 // theirs: S = S1 + S4 / 4. Q3_K's high bit lands at bit 2 (c) or 4 (4c)
 // with at most one shift per code vector, and its −4·bsum_g is taken per
 // int16 lane from the split sums (QChunk::bsum_split).
@@ -500,12 +501,11 @@ HWY_NOINLINE void Q23TileMatVec(const uint8_t* group, size_t group_bytes, size_t
   StoreHalfSums(sum, rows, y + row0);
 }
 
-// As the VNNI tiles, for Q3_K (kQ3) or Q2_K, one half per pass over the
-// chunk span: the first pass streams the group (and prefetches), the
-// second reads the span (≤ 28 KiB) from cache. (MatVec took both halves
-// per super-block in one pass before: with 8 pair sums or 2 halves'
-// shared broadcasts in flight GCC spilled; 2048x2048 Q3_K 3.9 → 4.8 GB/s
-// from L3, AVX2.)
+// As the VNNI tiles, for the MatMul tiles (V ≥ 2; MatVec is
+// Q23TileMatVec) of Q3_K (kQ3) or Q2_K, one half per pass over the chunk
+// span: the first pass streams the group (and prefetches), the second
+// reads the span (≤ 28 KiB) from cache; each code vector is decoded once
+// for the V vectors.
 template <bool kQ3, size_t V>
 HWY_NOINLINE void Q23Tile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc,
                           float* y, size_t y_stride, size_t row0, size_t valid_rows) {
