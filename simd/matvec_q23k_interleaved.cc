@@ -509,54 +509,53 @@ HWY_NOINLINE void Q23TileMatVec(const uint8_t* group, size_t group_bytes, size_t
 template <bool kQ3, size_t V>
 HWY_NOINLINE void Q23Tile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc,
                           float* y, size_t y_stride, size_t row0, size_t valid_rows) {
-  constexpr WeightType kType = kQ3 ? WeightType::kQ3_K : WeightType::kQ2_K;
-  for (size_t half = 0; half * kHalfRows < valid_rows; ++half) {
-    const size_t first = half * kHalfRows, rows = std::min(kHalfRows, valid_rows - first);
-    __m256 sum[V];
+  if constexpr (V == 1) {
+    Q23TileMatVec<kQ3>(group, group_bytes, cb, nsb, xc, y, row0, valid_rows);
+  } else {
+    constexpr WeightType kType = kQ3 ? WeightType::kQ3_K : WeightType::kQ2_K;
+    for (size_t half = 0; half * kHalfRows < valid_rows; ++half) {
+      const size_t first = half * kHalfRows, rows = std::min(kHalfRows, valid_rows - first);
+      __m256 sum[V];
 #pragma GCC unroll 4
-    for (size_t v = 0; v < V; ++v) {
-      HWY_ALIGN float tmp[kHalfRows] = {};
-      if (cb > 0) std::copy(y + v * y_stride + row0 + first, y + v * y_stride + row0 + first + rows, tmp);
-      sum[v] = _mm256_load_ps(tmp);
-    }
-    for (size_t s = 0; s < nsb; ++s) {
-      if (half == 0) PrefetchAhead(kType, group, group_bytes, cb, nsb, s);
-      const size_t off = 32 * half;
-      const uint8_t* body = kQ3 ? group + InterleavedQ3KBodyOffset(cb + s) : group + (cb + s) * kILQ2SuperBytes;
-      __m256i sc[16], mn4[4];  // sub-block g's scale as (sc, sc) int16 pairs per row (Q3_K: sc − 32); Q2_K's mins
-      HalfScales<kQ3>(body + (kQ3 ? kILQ3ScalesOffset : kILQ2ScalesOffset) + off, sc, mn4);
-      __m256i isum[V];
+      for (size_t v = 0; v < V; ++v) {
+        HWY_ALIGN float tmp[kHalfRows] = {};
+        if (cb > 0) std::copy(y + v * y_stride + row0 + first, y + v * y_stride + row0 + first + rows, tmp);
+        sum[v] = _mm256_load_ps(tmp);
+      }
+      for (size_t s = 0; s < nsb; ++s) {
+        if (half == 0) PrefetchAhead(kType, group, group_bytes, cb, nsb, s);
+        const size_t off = 32 * half;
+        const uint8_t* body = kQ3 ? group + InterleavedQ3KBodyOffset(cb + s) : group + (cb + s) * kILQ2SuperBytes;
+        __m256i sc[16], mn4[4];  // sub-block g's scale as (sc, sc) int16 pairs per row (Q3_K: sc − 32); Q2_K's mins
+        HalfScales<kQ3>(body + (kQ3 ? kILQ3ScalesOffset : kILQ2ScalesOffset) + off, sc, mn4);
+        __m256i isum[V];
 #pragma GCC unroll 4
-      for (size_t v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256();
-      Dots<kQ3, V>(body + (kQ3 ? kILQ3QsOffset : kILQ2QsOffset) + off, body + kILQ3HmaskOffset + off, sc, xc, s, isum);
+        for (size_t v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256();
+        Dots<kQ3, V>(body + (kQ3 ? kILQ3QsOffset : kILQ2QsOffset) + off, body + kILQ3HmaskOffset + off, sc, xc, s,
+                     isum);
 #pragma GCC unroll 4
-      for (size_t v = 0; v < V; ++v) sum[v] = FoldHalf<kQ3>(group, body, cb + s, half, isum[v], mn4, xc[v], s, sum[v]);
-    }
+        for (size_t v = 0; v < V; ++v) {
+          sum[v] = FoldHalf<kQ3>(group, body, cb + s, half, isum[v], mn4, xc[v], s, sum[v]);
+        }
+      }
 #pragma GCC unroll 4
-    for (size_t v = 0; v < V; ++v) {
-      HWY_ALIGN float tmp[kHalfRows];
-      _mm256_store_ps(tmp, sum[v]);
-      std::copy(tmp, tmp + rows, y + v * y_stride + row0 + first);
+      for (size_t v = 0; v < V; ++v) {
+        HWY_ALIGN float tmp[kHalfRows];
+        _mm256_store_ps(tmp, sum[v]);
+        std::copy(tmp, tmp + rows, y + v * y_stride + row0 + first);
+      }
     }
   }
 }
 template <size_t V>
 HWY_INLINE void Q3Tile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc, float* y,
                        size_t y_stride, size_t row0, size_t valid_rows) {
-  if constexpr (V == 1) {
-    Q23TileMatVec<true>(group, group_bytes, cb, nsb, xc, y, row0, valid_rows);
-  } else {
-    Q23Tile<true, V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
-  }
+  Q23Tile<true, V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
 }
 template <size_t V>
 HWY_INLINE void Q2Tile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc, float* y,
                        size_t y_stride, size_t row0, size_t valid_rows) {
-  if constexpr (V == 1) {
-    Q23TileMatVec<false>(group, group_bytes, cb, nsb, xc, y, row0, valid_rows);
-  } else {
-    Q23Tile<false, V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
-  }
+  Q23Tile<false, V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
 }
 #else
 // Portable form: each row's super-blocks read back into GGUF bytes, the
