@@ -16,12 +16,14 @@ work="$(mktemp -d)"
 # from a list: bash reaps a job that exited, and its PID can be reused by
 # any process on the machine (pid_max is 32768 on many) before the exit.
 cleanup() {
-  local running
-  running=$(jobs -pr)
-  [[ -z "${running}" ]] || kill -KILL ${running} 2>/dev/null || true
+  local alive
+  alive=$(jobs -pr)
+  [[ -z "${alive}" ]] || kill -KILL ${alive} 2>/dev/null || true
   rm -rf "${work}"
 }
 trap cleanup EXIT
+# running PID: the job is still running (its PID cannot have been reused).
+running() { jobs -pr | grep -qx "$1"; }
 fail() {
   echo "serve_e2e: FAIL: $*" >&2
   exit 1
@@ -41,14 +43,14 @@ start() {
     if PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "${work}/${name}.out" 2>/dev/null | grep -o '[0-9]*$'); then
       return 0
     fi
-    kill -0 "${PID}" 2>/dev/null || { cat "${work}/${name}.err" >&2; fail "server ${name} did not start"; }
+    running "${PID}" || { cat "${work}/${name}.err" >&2; fail "server ${name} did not start"; }
     sleep 0.1
   done
   fail "server ${name} printed no port"
 }
 # stop PID: SIGTERM, wait, expect exit 0.
 stop() {
-  jobs -pr | grep -qx "$1" || { tail -30 "${ERR}" >&2; fail "server $1 exited before SIGTERM"; }
+  running "$1" || { tail -30 "${ERR}" >&2; fail "server $1 exited before SIGTERM"; }
   kill -TERM "$1"
   local rc=0
   wait "$1" || rc=$?
