@@ -193,6 +193,12 @@ void AlignedBuffer::Reset() {
   budget_ = nullptr;
 }
 
+void ReturnFreedMemoryPromptly() {
+#ifndef KVEDGE_NO_MIMALLOC
+  mi_option_set(mi_option_decommit_delay, 0);  // ms; 2.1 calls it the purge delay (same option)
+#endif
+}
+
 uint64_t PeakRssBytes() {
   struct rusage ru;
   if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;

@@ -57,7 +57,14 @@ run_ctest() {
   local rc=$?
   set -e
   grep -E "tests passed|The following tests|^\s+[0-9]+ - " "$log" || true
-  if [[ $rc -ne 0 ]]; then tail -n 200 "$log" >&2; fi
+  if [[ $rc -ne 0 ]]; then
+    tail -n 200 "$log" >&2
+    # Then each failed test's own output (ctest prints it after the test's
+    # result line), last, where a reader of the log's end finds it.
+    awk '/^ *Start +[0-9]+:|Test +#[0-9]+: .*(Passed|Skipped)/ { keep = 0 }
+         /Test +#[0-9]+: .*(\*\*\*|Failed|Timeout|Exception)/ { keep = 1; print "== output of a failed test:" }
+         keep' "$log" | tail -n 150 >&2
+  fi
   local total passed skipped
   total=$(grep -oE "tests failed out of [0-9]+" "$log" | grep -oE "[0-9]+$" || echo 0)
   passed=$(grep -cE "Test +#[0-9]+: .* Passed" "$log" || true)

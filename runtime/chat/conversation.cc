@@ -187,6 +187,11 @@ void Conversation::Reset() {
   ClearCache();
 }
 
+std::unique_ptr<Session> Conversation::ReleaseSession() {
+  ClearCache();
+  return std::move(session_);
+}
+
 Status Conversation::SetMessages(std::vector<ChatMessage> messages) {
   for (const ChatMessage& m : messages) {
     if (m.role.empty()) return InvalidArgument("a message needs a role");

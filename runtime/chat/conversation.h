@@ -84,6 +84,11 @@ class Conversation {
 
   // Forgets every message but the system prompt and empties the cache.
   void Reset();
+  // Empties the cache and hands over the session (its KV arena, scratch and
+  // threads) for a new conversation to reuse: a server recycles the sessions
+  // it swaps out instead of allocating and freeing one per conversation. The
+  // conversation is unusable afterwards: destroy it.
+  std::unique_ptr<Session> ReleaseSession();
 
   // Saves to `path` (a session file, runtime/chat/session_file.h) and
   // `path`.chat (the messages and the text fed, bound to the session file by

@@ -214,9 +214,11 @@ void HttpServer::Routes() {
     metric("kvedge_sessions_capacity", "gauge", "Live sessions the budget holds", t.capacity);
     metric("kvedge_session_saves_total", "counter", "Sessions saved to disk", static_cast<double>(t.saves));
     metric("kvedge_session_restores_total", "counter", "Sessions restored from disk", static_cast<double>(t.restores));
+    metric("kvedge_session_arenas_allocated_total", "counter",
+           "Sessions (KV arena and scratch) allocated; at most the capacity, then reused", static_cast<double>(t.allocated));
     metric("kvedge_kv_held_bytes", "gauge", "KV arena bytes holding tokens (live sessions)",
            static_cast<double>(t.kv_held_bytes));
-    metric("kvedge_kv_reserved_bytes", "gauge", "Bytes reserved by live sessions (arena and scratch)",
+    metric("kvedge_kv_reserved_bytes", "gauge", "Bytes reserved by sessions in memory, live or kept for reuse (arena and scratch)",
            static_cast<double>(t.reserved_bytes));
     metric("kvedge_kv_budget_bytes", "gauge", "The total budget (--kv-budget-total)",
            static_cast<double>(t.budget_bytes));

@@ -64,6 +64,8 @@ StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(const ModelWeig
     m->per_session_bytes_ = probe->reserved_bytes();
     m->capacity_tokens_ = probe->cache().plan().capacity;
     m->arena_bytes_ = probe->cache().Stats().arena_bytes;
+    m->spare_.push_back(std::move(probe));  // the first conversation's
+    m->allocated_ = 1;
   }
   const uint64_t fit = m->options_.total_budget / m->per_session_bytes_;
   if (fit == 0) {
@@ -122,8 +124,15 @@ std::string SessionManager::NewId(SessionKind kind) {
   }
 }
 
-StatusOr<std::unique_ptr<chat::Conversation>> SessionManager::NewConversation(SessionKind kind) const {
-  KVEDGE_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(model_, options_.session));
+StatusOr<std::unique_ptr<chat::Conversation>> SessionManager::NewConversation(SessionKind kind) {
+  std::unique_ptr<Session> session;
+  if (!spare_.empty()) {
+    session = std::move(spare_.back());
+    spare_.pop_back();
+  } else {
+    KVEDGE_ASSIGN_OR_RETURN(session, Session::Create(model_, options_.session));
+    ++allocated_;
+  }
   KVEDGE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(SamplerOptions{}, model_.config.vocab_size));
   return chat::Conversation::Create(tokenizer_, std::move(session), std::move(sampler),
                                     kind == SessionKind::kChat ? options_.chat : text_options_);
@@ -167,6 +176,7 @@ Status SessionManager::MakeRoom() {
   }
   Entry& e = entries_[victim];
   if (options_.dir.empty()) {
+    spare_.push_back(e.conversation->ReleaseSession());
     entries_.erase(victim);  // the client holds the conversation; a later request feeds it again
     return OkStatus();
   }
@@ -177,6 +187,7 @@ Status SessionManager::MakeRoom() {
   e.fed_len = e.conversation->fed_text().size();
   e.fed_digest = DigestOf(e.conversation->fed_text());
   e.saved = true;
+  spare_.push_back(e.conversation->ReleaseSession());
   e.conversation.reset();
   Refresh(victim, e);
   return OkStatus();
@@ -227,6 +238,7 @@ StatusOr<SessionManager::Lease> SessionManager::Acquire(SessionKind kind, const 
       e.conversation = std::move(c);
     } else {
       best.clear();  // the digests matched but the texts do not (a collision): this request starts afresh
+      spare_.push_back(c->ReleaseSession());
     }
   }
   if (best.empty()) {
@@ -287,6 +299,8 @@ SessionTotals SessionManager::Totals() const {
   t.budget_bytes = options_.total_budget;
   t.saves = saves_;
   t.restores = restores_;
+  t.allocated = allocated_;
+  t.reserved_bytes = spare_.size() * per_session_bytes_;
   for (const auto& [id, e] : entries_) {
     if (e.conversation != nullptr) {
       ++t.live;

@@ -67,10 +67,11 @@ struct SessionTotals {
   int on_disk = 0;
   int capacity = 0;              // live sessions the budget holds
   uint64_t kv_held_bytes = 0;    // held by live sessions' caches
-  uint64_t reserved_bytes = 0;   // reserved by live sessions (arena + scratch)
+  uint64_t reserved_bytes = 0;   // reserved by sessions in memory, live or kept for reuse (arena + scratch)
   uint64_t budget_bytes = 0;     // --kv-budget-total
   uint64_t saves = 0;            // sessions swapped to disk
   uint64_t restores = 0;         // sessions read back
+  uint64_t allocated = 0;        // Sessions (arena + scratch) allocated so far: at most capacity, then reused
 };
 
 // Acquire, Release and SaveAll are called by one thread (the scheduler's
@@ -125,8 +126,10 @@ class SessionManager {
   };
   SessionManager(const ModelWeights& model, const Tokenizer& tokenizer, SessionManagerOptions options);
   std::string PathOf(const std::string& id) const;
-  StatusOr<std::unique_ptr<chat::Conversation>> NewConversation(SessionKind kind) const;
-  // Frees one live idle session (saving it first when there is a directory).
+  // A conversation around a spare session, else a new one.
+  StatusOr<std::unique_ptr<chat::Conversation>> NewConversation(SessionKind kind);
+  // Frees one live idle session (saving it first when there is a directory);
+  // its Session, emptied, becomes a spare.
   Status MakeRoom();
   int LiveCount() const;
   void Refresh(const std::string& id, Entry& e);
@@ -143,6 +146,12 @@ class SessionManager {
   int capacity_tokens_ = 0;
   mutable std::mutex mu_;  // guards entries_ and the counters
   std::map<std::string, Entry> entries_;
+  // Sessions of conversations swapped out, emptied, for the next ones: at
+  // most capacity_ Sessions ever exist (live + spare), so the arenas are
+  // allocated once and a swap costs no allocation (nor the allocator's
+  // retention of freed arenas).
+  std::vector<std::unique_ptr<Session>> spare_;
+  uint64_t allocated_ = 0;  // Sessions created
   uint64_t saves_ = 0;
   uint64_t restores_ = 0;
   std::mt19937_64 ids_;

@@ -44,7 +44,20 @@ state=$(mktemp -d)
 trap 't kill-server 2>/dev/null; rm -rf "$state"' EXIT
 cmd=$(printf '%q ' "$@")
 chat="XDG_STATE_HOME=$state $cmd chat -m $KVEDGE_SHARED/models/stories260K.bin --tokenizer $KVEDGE_SHARED/models/tok512.bin -t 1 -c 256 --seed 3 -n 40"
-t new-session -d -s chat -x 120 -y 50 "$chat --history; echo EXIT=\$?; sleep 30"
+# A machine whose tmux cannot open a terminal (no usable pty) cannot run this
+# test at all: skipped, with tmux's own words. Anything after this is a failure.
+if ! probe=$(t new-session -d -s probe -x 20 -y 5 'sleep 60' 2>&1) || ! t has-session -t probe 2>/dev/null; then
+  echo "SKIP: tmux cannot run a pane on this machine ($(tmux -V); ${probe:-no message}; /dev/ptmx: $(ls -l /dev/ptmx 2>&1))"
+  exit 77
+fi
+t kill-session -t probe
+# Starts the chat in a new session named chat.
+start_chat() {
+  local out
+  out=$(t new-session -d -s chat -x 120 -y 50 "$chat --history; echo EXIT=\$?; sleep 30" 2>&1) ||
+    { echo "FAIL: tmux new-session: $out"; exit 1; }
+}
+start_chat
 wait_for '^> ?$'
 t send-keys -t chat 'Once upon a time' Enter
 wait_for '^> Once upon a time'
@@ -70,7 +83,7 @@ t capture-pane -p -t chat | sed '/^$/N;/^\n$/D'
 
 # A second run with --history recalls the first run's lines, newest first.
 t kill-session -t chat
-t new-session -d -s chat -x 120 -y 50 "$chat --history; echo EXIT=\$?; sleep 30"
+start_chat
 wait_for '^> ?$'
 t send-keys -t chat Up Up Up Up  # /quit, /stats, the edited line, then the first
 wait_for '^> Once upon a time$'

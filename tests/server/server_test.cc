@@ -380,6 +380,9 @@ TEST_F(ServerTest, InterleavedConversationsSwappedToDiskReplyAsAlone) {
   EXPECT_EQ(totals.live, 2);
   EXPECT_EQ(totals.on_disk, kConversations - 2);
   EXPECT_GT(totals.restores, 0u);
+  // Two Sessions served all twelve: a swap empties one for the next.
+  EXPECT_EQ(totals.allocated, 2u);
+  EXPECT_EQ(totals.reserved_bytes, 2 * m->session_reserved_bytes());
   // A restart finds every conversation: the next turn continues from disk.
   s->Drain();
   ASSERT_TRUE(m->SaveAll().ok());
