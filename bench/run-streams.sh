@@ -62,7 +62,7 @@ if [[ -x "$BENCH_KERNELS" ]]; then
 fi
 ELAPSED=$(( $(date +%s) - START ))
 [[ -n "${RESULTS_FROM:-}" ]] && ELAPSED=-1
-[[ -n "${KEEP:-}" ]] && cp "$RESULTS" "$KERNELS_JSON" "$KEEP/"
+[[ -n "${KEEP:-}" ]] && mkdir -p "$KEEP" && cp "$RESULTS" "$KERNELS_JSON" "$KEEP/"
 CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 FLAGS=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -xE 'avx2|avx512f|avx512_vnni|avx512vbmi' | tr '\n' ' ')
 CMD="MODELS=\"$MODELS\" STREAMS=\"$STREAMS\" REPS=$REPS DEPTH=$DEPTH NDECODE=$NDECODE THREADS=$THREADS bench/run-streams.sh"
