@@ -7,7 +7,8 @@
 # REPS rounds; each round runs every (model, S) once, in a shuffled order
 # (interleaved, so drifting load on a shared machine hits every cell alike).
 # Also the MatMul kernels alone (kvedge_bench_kernels, 2048x2048, cache-
-# resident, CPU time, median of 3) at the same batch sizes: their MAC rate
+# resident, CPU time, median of 3; the interleaved layouts the loader gives
+# q4_0 and Q4_K) at the same batch sizes: their MAC rate
 # bounds how fast S rows can go once the weights stop being the bottleneck.
 # Writes its section of docs/performance.md between the markers
 # <!-- streams:begin --> and <!-- streams:end --> (bench/run-e2e.sh keeps it).
@@ -56,7 +57,7 @@ done
 KERNELS_JSON="$WORK/kernels.json"
 echo '{"benchmarks": []}' >"$KERNELS_JSON"
 if [[ -x "$BENCH_KERNELS" ]]; then
-  "$BENCH_KERNELS" --benchmark_filter='^(MatVec|MatMul)/(q4_0\.il16|q4_k)/2048x2048(/batch:(2|4|8|16))?/real_time$' \
+  "$BENCH_KERNELS" --benchmark_filter='^(MatVec|MatMul)/(q4_0\.il16|q4_k\.il16)/2048x2048(/batch:(2|4|8|16))?/real_time$' \
     --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_format=json >"$KERNELS_JSON" \
     2>/dev/null || echo '{"benchmarks": []}' >"$KERNELS_JSON"
 fi
@@ -122,7 +123,7 @@ if kern:
     lines += ["", "MatMul kernels alone, 2048x2048 (cache-resident: the arithmetic, not DRAM), 1 thread; "
               "GMAC/s = batch × 2048² / CPU time (median of 3):", "",
               "| weights | batch 1 | 2 | 4 | 8 | 16 |", "|---|---:|---:|---:|---:|---:|"]
-    for fmt in ("q4_0.il16", "q4_k"):
+    for fmt in ("q4_0.il16", "q4_k.il16"):
         cells = []
         for batch in (1, 2, 4, 8, 16):
             name = f"MatVec/{fmt}/2048x2048/real_time" if batch == 1 else f"MatMul/{fmt}/2048x2048/batch:{batch}/real_time"
@@ -133,7 +134,7 @@ if kern:
 # 22 layers, 4 of 32 heads for k/v, ffn 5632, vocab 32000).
 macs = 22 * (2 * 2048 * 2048 + 2 * 256 * 2048 + 3 * 5632 * 2048) + 32000 * 2048
 rate8 = {}
-for fmt, w in (("q4_0.il16", "q4_0"), ("q4_k", "Q4_K_M")):
+for fmt, w in (("q4_0.il16", "q4_0"), ("q4_k.il16", "Q4_K_M")):
     b = [k for k in kern if k["run_name"] == f"MatMul/{fmt}/2048x2048/batch:8/real_time"]
     if b: rate8[w] = 8 * 2048 * 2048 / (b[0]["cpu_time"] * 1e-9)
 for w, rate in rate8.items():
