@@ -148,8 +148,8 @@ class SessionManager {
   std::map<std::string, Entry> entries_;
   // Sessions of conversations swapped out, emptied, for the next ones: at
   // most capacity_ Sessions ever exist (live + spare), so the arenas are
-  // allocated once and a swap costs no allocation (nor the allocator's
-  // retention of freed arenas).
+  // allocated once: a swap allocates no arena (and the allocator keeps no
+  // freed ones).
   std::vector<std::unique_ptr<Session>> spare_;
   uint64_t allocated_ = 0;  // Sessions created
   uint64_t saves_ = 0;
