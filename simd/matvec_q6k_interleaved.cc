@@ -128,7 +128,8 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void Q6Tile(const uint8_t* group, size_t group_
     // over the scale groups (Q6PrefetchStep, as the AVX2 kernels do) the
     // batched tiles did not overlap DRAM with their arithmetic on a Zen 5
     // core (MatMul/q6_k.il16/32000x2048/dram/batch:8 5.84 → 3.75 ms, batch:4
-    // 3.71 → 2.10) and MatVec read 25.3 → 29.2 GB/s (medians of 5 runs).
+    // 3.71 → 2.10; medians of 3) and MatVec read 25.3 → 29.2 GB/s (medians
+    // of 5 interleaved rounds).
     const char* ahead = Q6Ahead(group, group_bytes, nsb_row, cb, nsb, s);
     for (size_t l = 0; l < kQ6Lines; ++l) _mm_prefetch(ahead + 64 * l, _MM_HINT_T0);
     __m512i isum[V];
@@ -178,8 +179,9 @@ constexpr size_t kQ6TileVecs = 4;
 constexpr size_t kQ6HalfRows = 8;
 
 // Spread over the super-block's 16 scale groups: 4 of its 52 lines at
-// group g < 13 (a burst of 52 fills the miss buffers ahead of the loads:
-// measured on a Zen-1 core; the AVX3_DL kernel prefetches in a burst).
+// group g < 13 (a burst of 52 fills the miss buffers ahead of the loads;
+// the AVX3_DL kernel's burst measured faster on a Zen 5 core, where these
+// AVX2 tiles already overlapped DRAM with their arithmetic).
 HWY_INLINE void Q6PrefetchStep(const char* ahead, size_t g) {
   if (g * 4 >= kQ6Lines) return;
   for (size_t l = 0; l < 4; ++l) _mm_prefetch(ahead + 64 * (4 * g + l), _MM_HINT_T0);
