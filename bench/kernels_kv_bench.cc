@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hwy/aligned_allocator.h"
+#include "platform/memory.h"
 #include "platform/thread_arena.h"
 #include "simd/kv_format.h"
 #include "simd/kv_kernels.h"
@@ -23,27 +24,26 @@ namespace {
 constexpr int kG = kKvBlockTokens;
 constexpr size_t kMiB = size_t{1} << 20;
 
-// Streaming sum over 1 GiB: the single-thread read bandwidth the attention
-// numbers are compared with. Eight independent accumulators so the adds are
-// not the bottleneck.
+// Streaming sum over 1 GiB (StreamRead): the single-thread read bandwidth
+// the attention numbers are compared with.
 // threads > 1: the same sum split into contiguous halves over a ThreadArena
 // (the bound for 2-thread decode, whose weight rows are split the same way).
-void BM_MemoryRead(benchmark::State& state, int threads) {
+// pages: the buffer comes from AlignedBuffer::AllocatePages (2 MiB-aligned,
+// transparent huge pages advised), as the loader's repacked weights do;
+// otherwise from the heap (4 KiB pages where THP is madvise-only), as the
+// KV arenas and the matrices of the MatVec benchmarks.
+void BM_MemoryRead(benchmark::State& state, int threads, bool pages) {
   const size_t bytes = size_t{1} << 30;
-  const size_t words = bytes / sizeof(uint64_t);
-  auto buf = hwy::AllocateAligned<uint64_t>(words);
-  for (size_t i = 0; i < words; ++i) buf[i] = i;
+  AlignedBuffer buf = (pages ? AlignedBuffer::AllocatePages(bytes, "bench buffer")
+                             : AlignedBuffer::Allocate(bytes, "bench buffer"))
+                          .value();
+  uint64_t* words = buf.as<uint64_t>();
+  for (size_t i = 0; i < bytes / sizeof(uint64_t); ++i) words[i] = i;
   std::unique_ptr<ThreadArena> arena = ThreadArena::Create(threads).value();
   std::vector<uint64_t> totals(static_cast<size_t>(threads));
   for (auto _ : state) {
-    arena->ParallelFor(words / 8, [&](size_t begin, size_t end, int thread) {
-      uint64_t s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      for (size_t i = 8 * begin; i < 8 * end; i += 8) {
-        for (int k = 0; k < 8; ++k) s[k] += buf[i + k];
-      }
-      uint64_t total = 0;
-      for (uint64_t x : s) total += x;
-      totals[static_cast<size_t>(thread)] = total;
+    arena->ParallelFor(bytes / 64, [&](size_t begin, size_t end, int thread) {
+      totals[static_cast<size_t>(thread)] = StreamRead(words + 8 * begin, 64 * (end - begin));
     });
     benchmark::DoNotOptimize(totals.data());
   }
@@ -74,7 +74,8 @@ struct BlockPool {
 };
 
 // Lanes of ctx tokens in one arena, enough of them that the KV bytes touched
-// per cycle exceed 256 MiB (every lane is cold when it comes round again).
+// per cycle exceed 256 MiB (every lane is cold when it comes round again), or
+// with hot, one lane that stays in cache (the kernel's arithmetic alone).
 struct LaneArena {
   size_t n_blocks, lane_bytes, lanes;
   hwy::AlignedFreeUniquePtr<uint8_t[]> arena;
@@ -82,10 +83,10 @@ struct LaneArena {
   // contiguous, then its values.
   std::vector<const uint8_t*> kptr, vptr;
   std::vector<float> rot;  // [n_blocks][d] cos/sin per block, shared by every lane
-  LaneArena(KvFormat f, int d, int ctx) : n_blocks(static_cast<size_t>(ctx) / kG) {
+  LaneArena(KvFormat f, int d, int ctx, bool hot = false) : n_blocks(static_cast<size_t>(ctx) / kG) {
     const size_t kb = KeyBlockBytes(f, d), vb = ValueBlockBytes(f, d);
     lane_bytes = n_blocks * (kb + vb);
-    lanes = (256 * kMiB) / lane_bytes + 2;
+    lanes = hot ? 1 : (256 * kMiB) / lane_bytes + 2;
     arena = hwy::AllocateAligned<uint8_t>(lanes * lane_bytes);
     const BlockPool pool(f, d);
     kptr.resize(lanes * n_blocks);
@@ -176,9 +177,9 @@ void BM_DecodeAttentionGqa(benchmark::State& state, KvFormat f, int d, int ctx, 
 // attention time goes: part 0 scores (ScoreKeyBlocksMulti over the keys),
 // 1 softmax (nq rows), 2 values (AccumulateValueBlocksMulti over the values,
 // weights from a real softmax). bytes = the part's KV bytes, items =
-// query-tokens.
-void BM_AttentionPartGqa(benchmark::State& state, KvFormat f, int d, int ctx, int nq, int part) {
-  const LaneArena a(f, d, ctx);
+// query-tokens. hot: one lane, in cache (the arithmetic without DRAM).
+void BM_AttentionPartGqa(benchmark::State& state, KvFormat f, int d, int ctx, int nq, int part, bool hot) {
+  const LaneArena a(f, d, ctx, hot);
   const size_t n_blocks = a.n_blocks;
   const size_t n = static_cast<size_t>(nq);
   const size_t row = n_blocks * kG;
@@ -229,8 +230,11 @@ void BM_Quantize(benchmark::State& state, KvFormat f, int d) {
 }
 
 bool RegisterKvBenchmarks() {
-  benchmark::RegisterBenchmark("MemoryRead", BM_MemoryRead, 1)->Unit(benchmark::kMillisecond)->UseRealTime();
-  benchmark::RegisterBenchmark("MemoryRead/threads:2", BM_MemoryRead, 2)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("MemoryRead", BM_MemoryRead, 1, false)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("MemoryRead/threads:2", BM_MemoryRead, 2, false)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("MemoryRead/pages", BM_MemoryRead, 1, true)->Unit(benchmark::kMillisecond)->UseRealTime();
   const KvFormat formats[] = {KvFormat::kF32, KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4};
   for (int d : {64, 128}) {
     for (int ctx : {4096, 32768}) {
@@ -261,12 +265,15 @@ bool RegisterKvBenchmarks() {
   for (KvFormat f : formats) {
     for (int ctx : {512, 16384}) {
       for (int part = 0; part < 3; ++part) {
-        static const char* const kPart[] = {"scores", "softmax", "values"};
-        const std::string name = std::string("AttentionPartGqa/") + KvFormatName(f) + "/hd64/ctx" +
-                                 std::to_string(ctx) + "/q8/" + kPart[part];
-        benchmark::RegisterBenchmark(name.c_str(), BM_AttentionPartGqa, f, 64, ctx, 8, part)
-            ->Unit(benchmark::kMicrosecond)
-            ->UseRealTime();
+        for (bool hot : {false, true}) {
+          if (hot && part == 1) continue;  // softmax reads no KV
+          static const char* const kPart[] = {"scores", "softmax", "values"};
+          const std::string name = std::string("AttentionPartGqa/") + KvFormatName(f) + "/hd64/ctx" +
+                                   std::to_string(ctx) + "/q8/" + kPart[part] + (hot ? "/hot" : "");
+          benchmark::RegisterBenchmark(name.c_str(), BM_AttentionPartGqa, f, 64, ctx, 8, part, hot)
+              ->Unit(benchmark::kMicrosecond)
+              ->UseRealTime();
+        }
       }
     }
     const std::string name = std::string("DecodeAttentionGqa/") + KvFormatName(f) + "/hd64/ctx16384/q8";

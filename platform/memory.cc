@@ -199,6 +199,20 @@ void ReturnFreedMemoryPromptly() {
 #endif
 }
 
+uint64_t StreamRead(const void* p, size_t bytes) {
+  const uint64_t* w = static_cast<const uint64_t*>(p);
+  const size_t words = bytes / sizeof(uint64_t);
+  uint64_t s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 8 <= words; i += 8) {
+    for (size_t k = 0; k < 8; ++k) s[k] += w[i + k];
+  }
+  for (; i < words; ++i) s[0] += w[i];
+  uint64_t total = 0;
+  for (uint64_t x : s) total += x;
+  return total;
+}
+
 uint64_t PeakRssBytes() {
   struct rusage ru;
   if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;

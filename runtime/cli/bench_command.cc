@@ -13,10 +13,12 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "platform/clock.h"
 #include "platform/memory.h"
+#include "platform/thread_arena.h"
 #include "runtime/engine/batch_decoder.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/common.h"
@@ -47,8 +49,36 @@ struct BenchOptions {
   int streams = 1;
   int prompt = 0;  // tokens of the timed prompt on top of the depth (0: none)
   std::string fill = "model";
+  bool bound = false;
   bool json = false;
 };
+
+// The bytes one decode step reads of the weights, in the order it reads
+// them: every layer's matrices, then the output matrix (the token embedding
+// only as that: its lookup reads one row). Norms and biases are left out
+// (≤ 0.1% of a model).
+std::vector<std::pair<const uint8_t*, size_t>> StepWeightRegions(const ModelWeights& w) {
+  std::vector<std::pair<const uint8_t*, size_t>> r;
+  const auto add = [&r](const MatrixView& m) {
+    if (m.data != nullptr) r.emplace_back(static_cast<const uint8_t*>(m.data), MatrixBytes(m.type, m.layout, m.rows, m.cols));
+  };
+  for (const LayerWeights& l : w.layers) {
+    for (const MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3, &l.w2}) add(*m);
+  }
+  add(w.output);
+  return r;
+}
+
+// One streaming read (StreamRead) of the regions, each split across the
+// arena's threads as the matmuls split rows. sums: [threads] word sums.
+void ReadWeights(const std::vector<std::pair<const uint8_t*, size_t>>& regions, ThreadArena& arena,
+                 std::vector<uint64_t>& sums) {
+  for (const auto& [p, bytes] : regions) {
+    arena.ParallelFor(bytes / 64, [&, p = p](size_t begin, size_t end, int thread) {
+      sums[static_cast<size_t>(thread)] += StreamRead(p + 64 * begin, 64 * (end - begin));
+    });
+  }
+}
 
 int RunBench(const BenchOptions& opt) {
   if (opt.depth < 0 || opt.n_decode < 1 || opt.prompt < 0) {
@@ -143,18 +173,49 @@ int RunBench(const BenchOptions& opt) {
   std::vector<int> next(n_streams);
   std::vector<double> step_ms;
   step_ms.reserve(static_cast<size_t>(opt.n_decode));
+  // --bound: before each step, one streaming read of the weights it reads,
+  // on as many threads: that step's bandwidth bound on this machine at this
+  // moment (shared machines' DRAM rates move by tens of % within minutes).
+  std::vector<double> read_ms, ratio;
+  std::vector<std::pair<const uint8_t*, size_t>> regions;
+  std::unique_ptr<ThreadArena> read_arena;
+  std::vector<uint64_t> read_sums(static_cast<size_t>(so->threads), 0);
+  uint64_t read_bytes = 0;
+  if (opt.bound) {
+    regions = StepWeightRegions(model);
+    for (const auto& r : regions) read_bytes += r.second;
+    auto a = ThreadArena::Create(so->threads);
+    if (!a.ok()) return ReportError("bench", a.status());
+    read_arena = std::move(a).value();
+  }
+  double read_s = 0, read_cpu_s = 0;
   const double d0 = NowSeconds();
   const double dc0 = ProcessCpuSeconds();  // process CPU time: on a shared machine, the work without the waits
   for (int i = 0; i < opt.n_decode; ++i) {
     for (size_t r = 0; r < n_streams; ++r) next[r] = i == 0 ? first[r] : Greedy(*rows[r]);
+    if (opt.bound) {
+      const double c = ProcessCpuSeconds();
+      const double t = NowSeconds();
+      ReadWeights(regions, *read_arena, read_sums);
+      read_ms.push_back((NowSeconds() - t) * 1e3);
+      read_s += read_ms.back() * 1e-3;
+      read_cpu_s += ProcessCpuSeconds() - c;
+    }
     const double a = NowSeconds();
     const Status st = decoder != nullptr ? decoder->Step(rows.data(), next.data(), n_streams)
                                          : rows[0]->Feed(next.data(), 1);
     step_ms.push_back((NowSeconds() - a) * 1e3);
     if (!st.ok()) return ReportError("bench", st);
+    if (opt.bound) ratio.push_back(step_ms.back() / read_ms.back());
   }
-  const double decode_s = NowSeconds() - d0;
-  const double decode_cpu_s = ProcessCpuSeconds() - dc0;
+  const double decode_s = NowSeconds() - d0 - read_s;
+  const double decode_cpu_s = ProcessCpuSeconds() - dc0 - read_cpu_s;
+  static volatile uint64_t read_total = 0;  // the sums are the reads' only output: keep it
+  for (uint64_t x : read_sums) read_total = read_total + x;
+  const auto median_of = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
   std::vector<double> sorted = step_ms;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted[sorted.size() / 2];
@@ -196,6 +257,12 @@ int RunBench(const BenchOptions& opt) {
     j["kv_bytes_f16_full"] = cs.f16_full_bytes;
     j["tokens_held"] = cs.tokens_held;
     j["peak_rss_bytes"] = PeakRssBytes();
+    if (opt.bound) {
+      j["bound_read_bytes"] = read_bytes;
+      j["bound_ms_per_step"] = median_of(read_ms);  // median of the paired reads
+      j["bound_read_gb_per_s"] = static_cast<double>(read_bytes) / median_of(read_ms) * 1e-6;
+      j["bound_ratio"] = median_of(ratio);  // median over steps of step ÷ its read
+    }
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
@@ -218,6 +285,12 @@ int RunBench(const BenchOptions& opt) {
   } else {
     std::printf("decode  %d tokens at depth %d: %.1f tokens/s, median %.2f ms/token (min %.2f, max %.2f)\n",
                 opt.n_decode, opt.depth, decode_tps, median, sorted.front(), sorted.back());
+  }
+  if (opt.bound) {
+    std::printf("bound   reading the step's %s of weights: median %.2f ms (%.1f GB/s); step ÷ read, median of "
+                "pairs: %.2fx\n",
+                FormatBytes(read_bytes).c_str(), median_of(read_ms),
+                static_cast<double>(read_bytes) / median_of(read_ms) * 1e-6, median_of(ratio));
   }
   std::printf("kv held %s (arena %s)%s, tokens held %llu; peak RSS %s\n", FormatBytes(cs.held_bytes).c_str(),
               FormatBytes(cs.arena_bytes).c_str(), n_streams > 1 ? " per stream" : "",
@@ -245,6 +318,11 @@ CommandRunner RegisterBenchCommand(CLI::App& app) {
                   "faster to set up at large depths), or keys (seeded keys and values for the whole depth, no "
                   "prefill: decode only, the first step feeds BOS)")
       ->check(CLI::IsMember({"model", "synthetic", "keys"}));
+  sub->add_flag("--bound", opt->bound,
+                "Before each decode step, time a plain streaming read of the weight bytes the step reads (the "
+                "token embedding excluded), on as many threads: the step's bandwidth bound, measured beside it; "
+                "reports its median (bound_ms_per_step, bound_read_gb_per_s) and the median of step ÷ read "
+                "(bound_ratio). Decode times exclude the reads");
   sub->add_flag("--json", opt->json, "Print one JSON object");
   AddKvFlags(sub, &opt->kv);
   return [opt] { return RunBench(*opt); };

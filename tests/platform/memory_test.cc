@@ -121,6 +121,19 @@ TEST(FormatBytesTest, HumanUnits) {
   EXPECT_EQ(FormatBytes(1536), "1.50 KiB");
 }
 
+TEST(StreamReadTest, SumsEveryWholeWord) {
+  std::vector<uint64_t> w(1003);  // 125 rounds of 8 words, then 3 more
+  uint64_t expected = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    w[i] = (i + 1) * 0x9E3779B97F4A7C15ull;
+    expected += w[i];
+  }
+  EXPECT_EQ(StreamRead(w.data(), w.size() * sizeof(uint64_t)), expected);
+  // Bytes past the last whole word are not read.
+  EXPECT_EQ(StreamRead(w.data(), 2 * sizeof(uint64_t) + 7), w[0] + w[1]);
+  EXPECT_EQ(StreamRead(w.data(), 0), 0u);
+}
+
 TEST(RssTest, ReportsSomething) {
   EXPECT_GT(CurrentRssBytes(), 0u);
   EXPECT_GE(PeakRssBytes(), CurrentRssBytes() / 2);
