@@ -34,6 +34,12 @@ struct Gathered {
   size_t tail_offset() const { return static_cast<size_t>(sinks) + static_cast<size_t>(nb) * G; }
 };
 
+// Storage index of the lane's b-th block in cache order: the heavy blocks
+// holding tokens (heavy_used), then the ring's, oldest first.
+int BlockStorage(const KvCachePlan& p, const LayerState& st, int heavy_used, int b) {
+  return b < heavy_used ? b : RingStorage(p, RingSlot(p, st, b - heavy_used));
+}
+
 // Step 1, gather: block pointers in cache order and the query rotation each
 // needs (distance p_q − p_b, plus the block's stored phase), then the key
 // codec's slow path if the plan takes it.
@@ -55,17 +61,14 @@ Gathered GatherBlocks(const CacheView& c, const LayerState& st, const LaneView& 
   const int64_t pq = g.query_position;
   const int64_t ring_base = p.sinks + st.heavy_count - st.first_valid;  // in-cache pb of the oldest ring block
   for (int b = 0; b < g.nb; ++b) {
-    int storage;
+    const int storage = BlockStorage(p, st, g.heavy_used, b);
     int64_t pb;
     int64_t phase = 0;  // the rotation slot 0 of the block carries beyond R(t)
     if (b < g.heavy_used) {
-      storage = b;
       pb = absolute ? 0 : p.sinks + static_cast<int64_t>(b) * G;
     } else {
       const int k = b - g.heavy_used;
-      const int slot = RingSlot(p, st, k);
-      storage = RingStorage(p, slot);
-      const int64_t start = st.ring_start[static_cast<size_t>(slot)];
+      const int64_t start = st.ring_start[static_cast<size_t>(RingSlot(p, st, k))];
       pb = absolute ? start : ring_base + static_cast<int64_t>(k) * G;
       phase = BlockPhase(p, start);
     }
@@ -191,6 +194,9 @@ void AttendLane(const CacheView& c, const Eviction& eviction, const LayerState& 
     q = ordered;
   }
   const Gathered g = GatherBlocks(c, st, lane, scratch);
+  // The value kernel prefetches ahead of itself from its fifth block on:
+  // the first ones load while the keys are scored.
+  PrefetchKvBlocks(g.vblocks, std::min<size_t>(static_cast<size_t>(g.nb), kKvPrefetchBlocks), p.value_block_bytes);
   float* scores = ScratchAt<float>(scratch, p.scratch.scores);  // [group][stride], then [stride] summed probabilities
   ScoreSlots(c, g, lane, q, scores, scratch);
 
@@ -207,6 +213,18 @@ void AttendLane(const CacheView& c, const Eviction& eviction, const LayerState& 
   }
   AccumulateValues(p, g, lane, scores, out);
   if (report) eviction.OnAttention(p, st, lane, prob_sum + g.sinks);
+}
+
+void PrefetchLane(const CacheView& c, const LayerState& st, int layer, int kv_head) {
+  const KvCachePlan& p = *c.plan;
+  const LaneView lane = c.Lane(layer, kv_head);
+  const int heavy_used = st.HeavyBlocksUsed();
+  const size_t n = std::min<size_t>(static_cast<size_t>(heavy_used + st.ring_count), kKvPrefetchBlocks);
+  const uint8_t* first[kKvPrefetchBlocks];
+  for (size_t b = 0; b < n; ++b) first[b] = lane.key_block(BlockStorage(p, st, heavy_used, static_cast<int>(b)));
+  PrefetchKvBlocks(first, n, p.key_block_bytes);
+  const uint8_t* sinks = reinterpret_cast<const uint8_t*>(lane.sink_keys());
+  PrefetchKvBlocks(&sinks, 1, static_cast<size_t>(st.sinks_filled) * p.shape.head_dim * sizeof(float));
 }
 
 }  // namespace kvedge::kv

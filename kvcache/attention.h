@@ -15,6 +15,11 @@ namespace kvedge::kv {
 void AttendLane(const CacheView& c, const Eviction& eviction, const LayerState& st, int layer, int kv_head,
                 const float* q, float* out, uint8_t* scratch);
 
+// Starts loading (L2 prefetches) what AttendLane reads first of a lane: its
+// sink keys and first kKvPrefetchBlocks key blocks in cache order, which
+// the score kernel's own look-ahead never covers. Call it one lane ahead.
+void PrefetchLane(const CacheView& c, const LayerState& st, int layer, int kv_head);
+
 }  // namespace kvedge::kv
 
 #endif  // KVEDGE_KVCACHE_ATTENTION_H_

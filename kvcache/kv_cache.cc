@@ -68,8 +68,15 @@ void KvCache::Attend(int layer, const float* q, float* out, ThreadArena* threads
     KVEDGE_CHECK(threads->num_threads() <= plan_.max_threads);
     threads->ParallelForEach(static_cast<size_t>(plan_.shape.n_kv_heads), run);
   } else {
-    for (int h = 0; h < plan_.shape.n_kv_heads; ++h) run(static_cast<size_t>(h), 0);
+    for (int h = 0; h < plan_.shape.n_kv_heads; ++h) {
+      if (h + 1 < plan_.shape.n_kv_heads) kv::PrefetchLane(view, st, layer, h + 1);
+      run(static_cast<size_t>(h), 0);
+    }
   }
+}
+
+void KvCache::PrefetchAttend(int layer) const {
+  kv::PrefetchLane(View(), layers_[static_cast<size_t>(layer)], layer, 0);
 }
 
 KvCacheStats KvCache::Stats() const {

@@ -78,6 +78,11 @@ class KvCache {
   // out: f32 [n_heads][head_dim]. Lanes run in parallel on `threads` (may be
   // null). H2O scores are updated from the attention weights.
   void Attend(int layer, const float* q, float* out, ThreadArena* threads);
+  // Starts loading into L2 what Attend(layer) reads first (its first lane's
+  // first blocks): a batch calls it on the next sequence's cache before
+  // attending the current one, so that lane does not start on DRAM latency.
+  // Attend does the same from lane to lane itself. A hint: no effect on results.
+  void PrefetchAttend(int layer) const;
 
   KvCacheStats Stats() const;
 

@@ -172,19 +172,12 @@ void F32FromF16Array(const uint8_t* HWY_RESTRICT src, size_t n, float* HWY_RESTR
 }
 
 // Issues prefetches for every cache line of the block the kernel reaches
-// `kPrefetchBlocks` blocks later. Blocks of a run need not be adjacent in
-// memory (ring order, H2O compaction), so hardware stream prefetchers alone
-// leave the kernel waiting on DRAM latency; cost: one instruction per 64 B.
-// The hint is L2 (x86 prefetcht1, __builtin_prefetch locality 2): an L1
-// prefetch holds one of the few L1 miss buffers per line until the data
-// arrives, so a 40-line burst stalled the kernel's own loads; measured on the
-// AMD EPYC of docs/kernels.md, int4 hd128 cold: L1 hint 20.6–22.8 ns/token,
-// L2 hint 17.5–19.5, none 41 (same binary, same run).
-constexpr size_t kPrefetchBlocks = 4;
+// kKvPrefetchBlocks blocks later (kv_kernels.h). The hint is L2: measured on
+// the AMD EPYC of docs/kernels.md, int4 hd128 cold: L1 hint 20.6–22.8
+// ns/token, L2 hint 17.5–19.5, none 41 (same binary, same run).
 HWY_INLINE void PrefetchBlock(const uint8_t* const* blocks, size_t n_blocks, size_t b, size_t bytes) {
-  if (b + kPrefetchBlocks >= n_blocks) return;
-  const uint8_t* p = blocks[b + kPrefetchBlocks];
-  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
+  if (b + kKvPrefetchBlocks >= n_blocks) return;
+  PrefetchKvBlocks(blocks + b + kKvPrefetchBlocks, 1, bytes);
 }
 
 // ---------------------------------------------------------------- encode/decode

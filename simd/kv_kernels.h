@@ -116,6 +116,25 @@ void AccumulateValueBlocksMulti(KvFormat f, int head_dim, const float* weights, 
 // n ≥ 1 and at least one finite entry.
 float SoftmaxInPlace(float* x, size_t n);
 
+// ---- Prefetch ----
+
+// Every attention kernel above issues, at each block of a run, L2 prefetches
+// for the block kKvPrefetchBlocks later (blocks of a run lie where the ring
+// and H2O put them, so hardware stream prefetchers alone leave the kernels
+// waiting on DRAM latency). A run's first kKvPrefetchBlocks blocks are the
+// caller's to prefetch, early (the cache does it one lane ahead).
+inline constexpr size_t kKvPrefetchBlocks = 4;
+
+// An L2 prefetch (x86 prefetcht1) for every 64-byte line of the n blocks of
+// `bytes` each. L2, not L1: an L1 prefetch holds one of the few L1 miss
+// buffers per line until its data arrives, and a burst of them stalls the
+// kernel's own loads (measured in simd/kv_kernels.cc).
+inline void PrefetchKvBlocks(const uint8_t* const* blocks, size_t n, size_t bytes) {
+  for (size_t b = 0; b < n; ++b) {
+    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(blocks[b] + off, 0, 2);
+  }
+}
+
 // ---- RoPE ----
 
 // cos/sin of θ_i·d for i < rope_dim/2, θ_i = base^(−2i/rope_dim), at any
