@@ -2,8 +2,8 @@
 // interleaved.cc: Q4_K, matvec_q6k_interleaved.cc, matvec_q23k_
 // interleaved.cc: Q3_K, Q2_K, matvec_iq4xs_interleaved.cc: IQ4_XS) shares:
 // the activation chunking, the int16 pair packing of the chunks' sums, the
-// AVX3_DL broadcast vpdpbusd, the AVX2 chain adds and MatVec half sums, the
-// software prefetch along a group's stream and the driver that walks
+// AVX3_DL broadcast vpdpbusd, the AVX2 chain adds and MatVec half sums, and
+// the driver that walks
 // vectors × chunks × 16-row groups and
 // calls a format's group kernel. A format supplies a chunk type (one input
 // vector's Q8_K activations over one chunk plus the sums its kernels
@@ -60,36 +60,6 @@ HWY_INLINE int32_t LoadU32(const void* p) {
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
-
-#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-// Software prefetch distance in bytes along a group's stream when one
-// vector streams it (MatVec): 8 KiB, the rows kernels' kPrefetchBytes.
-// Without it Q4_K's one-vector kernel read 16.2 GB/s from DRAM where the
-// rows kernel read 18.3 (AVX3_DL; AVX2 13.6 vs 15.4); 4 KiB left Q6_K's at
-// a third of the rows kernel's rate.
-inline constexpr size_t kStreamPrefetchBytes = 8192;
-
-// Where byte `at` (relative to the group) of a group's chunk span
-// [span_begin, span_end) continues: itself inside the span, and past its
-// end the stream's next bytes, the next group's span (group_bytes further:
-// the kernels walk the chunk group by group).
-HWY_INLINE const char* StreamAt(const uint8_t* group, size_t group_bytes, size_t span_begin, size_t span_end,
-                                size_t at) {
-  return reinterpret_cast<const char*>(group) + (at < span_end ? at : group_bytes + span_begin + (at - span_end));
-}
-
-// Prefetches the 64-byte lines kAhead bytes past bytes [from, to) of the
-// group's chunk span [span_begin, span_end) along that stream (the rows
-// kernels' distance is kPrefetchBytes; a group kernel calls it once per
-// super-block it reads).
-template <size_t kAhead>
-HWY_INLINE void PrefetchStreamAhead(const uint8_t* group, size_t group_bytes, size_t span_begin, size_t span_end,
-                                    size_t from, size_t to) {
-  for (size_t off = from + kAhead; off < to + kAhead; off += 64) {
-    _mm_prefetch(StreamAt(group, group_bytes, span_begin, span_end, off), _MM_HINT_T0);
-  }
-}
-#endif
 
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 // acc + x (16- or 32-bit lanes) as one link of a chain (KeepChain,

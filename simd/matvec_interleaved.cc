@@ -19,7 +19,7 @@
 
 // Per-target helpers.
 #include "simd/legacy_int-inl.h"
-#include "simd/x86_chain-inl.h"
+#include "simd/x86_chain-inl.h"  // KeepChain, PrefetchStreamAhead
 
 HWY_BEFORE_NAMESPACE();
 namespace kvedge {
@@ -30,8 +30,10 @@ namespace hn = hwy::HWY_NAMESPACE;
 // contiguous 64-byte vectors and their 16 scales one 32-byte load, so each
 // lane accumulates its row's exact integer block dot, then one convert and
 // one FMA with dw·dx — no permutes, no horizontal sums. A matrix is one
-// sequential stream, which the hardware prefetcher follows: software
-// prefetch (2–16 KiB ahead, T0/T1/NTA) measured 10–25% slower from DRAM.
+// sequential stream; the tiles still prefetch in software along it (8 KiB
+// ahead for one vector, 4 KiB for a batch), since a model's matrices are
+// short streams, each started cold, and the hardware prefetcher alone ramps
+// up late (figures at each tile).
 // Every (row, vector) pair runs the same op sequence (blocks in order, one
 // f32 FMA each) in MatVec, in every MatMul tile and on every thread count.
 
@@ -202,6 +204,20 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t grou
     const uint8_t* codes = group + InterleavedCodeOffset(kType, cb + b);
     const uint16_t* scales = reinterpret_cast<const uint16_t*>(group + InterleavedScaleOffset(kType, cb + b));
     __m512i w[kVecs];
+    if constexpr (V == 1 && kType != WeightType::kQ8_0) {
+      // The block's share of its pair's bytes, kStreamPrefetchBytes ahead.
+      // A model's matrices are short streams (0.3–36 MB), each started cold,
+      // and the hardware prefetcher alone ramps up late. End to end
+      // (TinyLlama shape, 1 thread, Zen 5; `kvedge bench --bound`: decode
+      // time ÷ a plain read of the same weights, four interleaved rounds,
+      // medians) q4_0 went 1.35x → 1.24x and IQ4_NL 1.39x → 1.29x, but Q8_0
+      // 1.19x → 1.26x (9 lines a block: the hardware keeps up, the extra
+      // prefetches only cost), so Q8_0 goes without. Q4_1 and Q5_0/Q5_1
+      // (5–6 lines a block, like q4_0's 4.5 and IQ4_NL's) take it unmeasured.
+      const size_t half = InterleavedPairBytes(kType) / 2;
+      PrefetchStreamAhead<kStreamPrefetchBytes>(group, group_bytes, cb * half, (cb + nb) * half, (cb + b) * half,
+                                                (cb + b + 1) * half);
+    }
     if constexpr (V > 1) {
       // Batched decode spends V× longer per block than MatVec, and then waits
       // on DRAM without a prefetch 4 KiB ahead of the stream it reads (the
@@ -765,6 +781,9 @@ void LaneMatMulRows(const MatrixView& m, const float* x, size_t n, float* y, siz
           } else if (nv - v >= 4) {
             LaneTile<Block, 4>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
             v += 4;
+          } else if (nv - v >= 2) {
+            LaneTile<Block, 2>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
+            v += 2;
           } else {
             LaneTile<Block, 1>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
             v += 1;

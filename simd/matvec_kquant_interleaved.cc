@@ -40,7 +40,8 @@
 #define HWY_TARGET_INCLUDE "simd/matvec_kquant_interleaved.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
-#include "simd/kquant_interleaved_common-inl.h"  // kil::, InterleavedKRows, PrefetchStreamAhead
+#include "simd/kquant_interleaved_common-inl.h"  // kil::, InterleavedKRows
+#include "simd/x86_chain-inl.h"  // PrefetchStreamAhead, StreamAt, kStreamPrefetchBytes
 
 #ifndef KVEDGE_SIMD_MATVEC_KQUANT_INTERLEAVED_ONCE_
 #define KVEDGE_SIMD_MATVEC_KQUANT_INTERLEAVED_ONCE_

@@ -24,7 +24,7 @@
 // against the activations' sums. S and M are exact int32, folded per
 // super-block as ref::MatVecRowsQ8K does, so MatVec, every MatMul tile and
 // the reference agree bit for bit. MatVec streams the group with software
-// prefetch kStreamPrefetchBytes ahead (kquant_interleaved_common-inl.h).
+// prefetch kStreamPrefetchBytes ahead (x86_chain-inl.h).
 #include "platform/hwy_target_policy.h"
 
 #include <algorithm>
@@ -47,7 +47,8 @@
 #define HWY_TARGET_INCLUDE "simd/matvec_q23k_interleaved.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
-#include "simd/kquant_interleaved_common-inl.h"  // kil::, InterleavedKRows, PrefetchStreamAhead, LoadU32
+#include "simd/kquant_interleaved_common-inl.h"  // kil::, InterleavedKRows, LoadU32
+#include "simd/x86_chain-inl.h"  // PrefetchStreamAhead, StreamAt, kStreamPrefetchBytes
 
 #ifndef KVEDGE_SIMD_MATVEC_Q23K_INTERLEAVED_ONCE_
 #define KVEDGE_SIMD_MATVEC_Q23K_INTERLEAVED_ONCE_
