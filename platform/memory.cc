@@ -200,14 +200,19 @@ void ReturnFreedMemoryPromptly() {
 }
 
 uint64_t StreamRead(const void* p, size_t bytes) {
-  const uint64_t* w = static_cast<const uint64_t*>(p);
+  const unsigned char* b = static_cast<const unsigned char*>(p);
   const size_t words = bytes / sizeof(uint64_t);
+  const auto word = [b](size_t i) {  // unaligned-safe load (tensors in a file are 4-byte aligned)
+    uint64_t w;
+    std::memcpy(&w, b + i * sizeof(uint64_t), sizeof(w));
+    return w;
+  };
   uint64_t s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   size_t i = 0;
   for (; i + 8 <= words; i += 8) {
-    for (size_t k = 0; k < 8; ++k) s[k] += w[i + k];
+    for (size_t k = 0; k < 8; ++k) s[k] += word(i + k);
   }
-  for (; i < words; ++i) s[0] += w[i];
+  for (; i < words; ++i) s[0] += word(i);
   uint64_t total = 0;
   for (uint64_t x : s) total += x;
   return total;

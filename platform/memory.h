@@ -104,7 +104,7 @@ uint64_t CurrentRssBytes();
 // (eight independent chains, so the adds never bound it; bytes past the last
 // whole word are ignored): a plain streaming read at the memory system's
 // pace, the probe that bandwidth-bound figures are stated against
-// (kvedge_bench_kernels' MemoryRead, `kvedge bench --bound`). p: 8-byte aligned.
+// (kvedge_bench_kernels' MemoryRead, `kvedge bench --bound`). p: any alignment.
 uint64_t StreamRead(const void* p, size_t bytes);
 
 }  // namespace kvedge

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -132,6 +133,17 @@ TEST(StreamReadTest, SumsEveryWholeWord) {
   // Bytes past the last whole word are not read.
   EXPECT_EQ(StreamRead(w.data(), 2 * sizeof(uint64_t) + 7), w[0] + w[1]);
   EXPECT_EQ(StreamRead(w.data(), 0), 0u);
+  // Any alignment (tensors in a GGUF file are 4-byte aligned): the words
+  // then straddle the stored ones.
+  std::vector<unsigned char> bytes(8 * 9 + 3);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(i);
+  uint64_t want = 0;
+  for (size_t i = 0; i < 9; ++i) {
+    uint64_t x;
+    std::memcpy(&x, bytes.data() + 3 + 8 * i, sizeof(x));
+    want += x;
+  }
+  EXPECT_EQ(StreamRead(bytes.data() + 3, 8 * 9), want);
 }
 
 TEST(RssTest, ReportsSomething) {
