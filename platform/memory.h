@@ -100,9 +100,9 @@ void ReturnFreedMemoryPromptly();
 uint64_t PeakRssBytes();
 uint64_t CurrentRssBytes();
 
-// Reads every byte of [p, p + bytes) and returns the sum of its 64-bit words
+// Reads the whole 64-bit words of [p, p + bytes) and returns their sum
 // (eight independent chains, so the adds never bound it; bytes past the last
-// whole word are ignored): a plain streaming read at the memory system's
+// whole word are not read): a plain streaming read at the memory system's
 // pace, the probe that bandwidth-bound figures are stated against
 // (kvedge_bench_kernels' MemoryRead, `kvedge bench --bound`). p: any alignment.
 uint64_t StreamRead(const void* p, size_t bytes);

@@ -198,7 +198,8 @@ void Forward(const ModelWeights& model, const ForwardScratch& s, RowCaches cache
       // A cache planned for fewer threads than the arena has (a batch row)
       // attends on one: the result is the same on any thread count.
       ThreadArena* at = t != nullptr && t->num_threads() <= cache.plan().max_threads ? t : nullptr;
-      if (i + 1 < n) caches[i + 1].PrefetchAttend(l);
+      // The next sequence's first lane (a batch; rows of one prompt share this cache).
+      if (caches.shared() == nullptr && i + 1 < n) caches[i + 1].PrefetchAttend(l);
       cache.Attend(l, s.q + i * qdim, s.att + i * qdim, at);
     }
     MatMul(w.wo, s.att, n, s.proj, t);
