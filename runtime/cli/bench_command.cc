@@ -182,6 +182,8 @@ int RunBench(const BenchOptions& opt) {
   std::vector<uint64_t> read_sums(static_cast<size_t>(so->threads), 0);
   uint64_t read_bytes = 0;
   if (opt.bound) {
+    read_ms.reserve(static_cast<size_t>(opt.n_decode));
+    ratio.reserve(static_cast<size_t>(opt.n_decode));
     regions = StepWeightRegions(model);
     for (const auto& r : regions) read_bytes += r.second;
     auto a = ThreadArena::Create(so->threads);
