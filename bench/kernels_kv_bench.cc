@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "hwy/aligned_allocator.h"
 #include "platform/memory.h"
 #include "platform/thread_arena.h"
 #include "simd/kv_format.h"
@@ -31,7 +30,8 @@ constexpr size_t kMiB = size_t{1} << 20;
 // pages: the buffer comes from AlignedBuffer::AllocatePages (2 MiB-aligned,
 // transparent huge pages advised), as the loader's repacked weights do;
 // otherwise from the heap (4 KiB pages where THP is madvise-only), as the
-// KV arenas and the matrices of the MatVec benchmarks.
+// matrices of the MatVec benchmarks (big KV arenas take huge pages:
+// AlignedBuffer::AllocateStreamed).
 void BM_MemoryRead(benchmark::State& state, int threads, bool pages) {
   const size_t bytes = size_t{1} << 30;
   AlignedBuffer buf = (pages ? AlignedBuffer::AllocatePages(bytes, "bench buffer")
@@ -78,7 +78,7 @@ struct BlockPool {
 // with hot, one lane that stays in cache (the kernel's arithmetic alone).
 struct LaneArena {
   size_t n_blocks, lane_bytes, lanes;
-  hwy::AlignedFreeUniquePtr<uint8_t[]> arena;
+  AlignedBuffer arena;
   // [lane][block] key pointers, then value pointers; keys of a lane are
   // contiguous, then its values.
   std::vector<const uint8_t*> kptr, vptr;
@@ -87,12 +87,12 @@ struct LaneArena {
     const size_t kb = KeyBlockBytes(f, d), vb = ValueBlockBytes(f, d);
     lane_bytes = n_blocks * (kb + vb);
     lanes = hot ? 1 : (256 * kMiB) / lane_bytes + 2;
-    arena = hwy::AllocateAligned<uint8_t>(lanes * lane_bytes);
+    arena = AlignedBuffer::AllocateStreamed(nullptr, lanes * lane_bytes, "bench lanes").value();  // as the KV arena
     const BlockPool pool(f, d);
     kptr.resize(lanes * n_blocks);
     vptr.resize(lanes * n_blocks);
     for (size_t l = 0; l < lanes; ++l) {
-      uint8_t* lane = arena.get() + l * lane_bytes;
+      uint8_t* lane = arena.data() + l * lane_bytes;
       for (size_t b = 0; b < n_blocks; ++b) {
         uint8_t* kp = lane + b * kb;
         uint8_t* vp = lane + n_blocks * kb + b * vb;

@@ -24,8 +24,9 @@ KvCache::KvCache(const KvCachePlan& plan, AlignedBuffer arena)
 KvCache::~KvCache() = default;
 
 StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCachePlan& plan, MemoryBudget* budget) {
-  StatusOr<AlignedBuffer> arena = budget != nullptr ? AlignedBuffer::Allocate(*budget, plan.arena_bytes, "KV arena")
-                                                    : AlignedBuffer::Allocate(plan.arena_bytes, "KV arena");
+  // Streamed every step: huge pages when big (fewer TLB misses; measured in
+  // docs/performance.md, twenty-first session).
+  StatusOr<AlignedBuffer> arena = AlignedBuffer::AllocateStreamed(budget, plan.arena_bytes, "KV arena");
   if (!arena.ok()) return arena.status();
   std::unique_ptr<KvCache> c(new KvCache(plan, std::move(arena).value()));
   c->lanes_ = c->arena_.data();

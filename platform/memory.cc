@@ -124,7 +124,7 @@ StatusOr<AlignedBuffer> AlignedBuffer::AllocatePages(size_t bytes, const char* w
   AlignedBuffer buf;
   if (bytes == 0) return buf;
   NoteAllocation();
-  constexpr size_t kHuge = size_t{2} << 20;
+  constexpr size_t kHuge = kHugePageBytes;
   const size_t size = RoundUp(bytes, kHuge);
   // Over-map by one huge page, then trim to a 2 MiB-aligned range.
   void* raw = ::mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -153,6 +153,27 @@ StatusOr<AlignedBuffer> AlignedBuffer::Allocate(MemoryBudget& budget, size_t byt
   }
   buf->budget_ = &budget;
   return buf;
+}
+
+StatusOr<AlignedBuffer> AlignedBuffer::AllocatePages(MemoryBudget& budget, size_t bytes, const char* what) {
+  const size_t mapped = RoundUp(bytes, kHugePageBytes);
+  KVEDGE_RETURN_IF_ERROR(budget.Reserve(mapped, what));
+  auto buf = AllocatePages(bytes, what);
+  if (!buf.ok()) {
+    budget.Release(mapped);
+    return buf.status();
+  }
+  buf->budget_ = &budget;
+  return buf;
+}
+
+StatusOr<AlignedBuffer> AlignedBuffer::AllocateStreamed(MemoryBudget* budget, size_t bytes, const char* what) {
+#ifndef KVEDGE_NO_MIMALLOC
+  if (bytes >= kStreamedPagesBytes && (budget == nullptr || budget->available() >= RoundUp(bytes, kHugePageBytes))) {
+    return budget != nullptr ? AllocatePages(*budget, bytes, what) : AllocatePages(bytes, what);
+  }
+#endif
+  return budget != nullptr ? Allocate(*budget, bytes, what) : Allocate(bytes, what);
 }
 
 AlignedBuffer::AlignedBuffer(AlignedBuffer&& other) noexcept
@@ -186,7 +207,7 @@ void AlignedBuffer::Reset() {
 #endif
     }
   }
-  if (budget_ != nullptr) budget_->Release(size_);
+  if (budget_ != nullptr) budget_->Release(mapped_ != 0 ? mapped_ : size_);  // what was reserved
   data_ = nullptr;
   size_ = 0;
   mapped_ = 0;

@@ -60,6 +60,17 @@ class AlignedBuffer {
   // THP is off). For big, long-lived, streamed buffers such as interleaved
   // weights: fewer page faults to fill them, fewer TLB misses to stream them.
   static StatusOr<AlignedBuffer> AllocatePages(size_t bytes, const char* what);
+  // As above, reserving the whole mapping (bytes rounded up to kHugePageBytes:
+  // what the process may hold resident) from the budget.
+  static StatusOr<AlignedBuffer> AllocatePages(MemoryBudget& budget, size_t bytes, const char* what);
+  static constexpr size_t kHugePageBytes = size_t{2} << 20;
+  // For big buffers streamed over and over (the KV arena): from
+  // kStreamedPagesBytes on, AllocatePages when the budget (if any) has room
+  // for the rounding (≤ 3 % at that size); the heap below that (a server's
+  // many small sessions stay sized to the byte), and always in sanitizer
+  // builds, so that the sanitizer checks every access.
+  static StatusOr<AlignedBuffer> AllocateStreamed(MemoryBudget* budget, size_t bytes, const char* what);
+  static constexpr size_t kStreamedPagesBytes = size_t{64} << 20;
 
   AlignedBuffer() = default;
   AlignedBuffer(AlignedBuffer&& other) noexcept;

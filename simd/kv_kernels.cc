@@ -171,13 +171,13 @@ void F32FromF16Array(const uint8_t* HWY_RESTRICT src, size_t n, float* HWY_RESTR
   for (; i < n; ++i) dst[i] = LoadF16Scalar(src, i);
 }
 
-// Issues prefetches for every cache line of the block the kernel reaches
-// kKvPrefetchBlocks blocks later (kv_kernels.h). The hint is L2: measured on
-// the AMD EPYC of docs/kernels.md, int4 hd128 cold: L1 hint 20.6–22.8
-// ns/token, L2 hint 17.5–19.5, none 41 (same binary, same run).
+// Issues prefetches for every cache line of the blocks the kernel's
+// look-ahead adds at block b (KvPrefetchAhead, kv_kernels.h). The hint is L2:
+// measured on the AMD EPYC of docs/kernels.md, int4 hd128 cold: L1 hint
+// 20.6–22.8 ns/token, L2 hint 17.5–19.5, none 41 (same binary, same run).
 HWY_INLINE void PrefetchBlock(const uint8_t* const* blocks, size_t n_blocks, size_t b, size_t bytes) {
-  if (b + kKvPrefetchBlocks >= n_blocks) return;
-  PrefetchKvBlocks(blocks + b + kKvPrefetchBlocks, 1, bytes);
+  const size_t end = std::min(KvPrefetchAhead(b + 1, bytes), n_blocks);
+  for (size_t k = KvPrefetchAhead(b, bytes); k < end; ++k) PrefetchKvBlocks(blocks + k, 1, bytes);
 }
 
 // ---------------------------------------------------------------- encode/decode
@@ -743,6 +743,14 @@ HWY_INLINE __mmask16 FirstLanes(size_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
 }
 
+// The first min(n, 16) 32-bit words at p, zero beyond; reads only those.
+// A whole vector is a plain load: on Zen 5 a masked load that misses the
+// cache stalled the block fold (AttentionPartGqa/int4/hd64/ctx16384/q8/scores
+// from DRAM 180–216 → 126–158 µs, docs/performance.md, twenty-first session).
+HWY_INLINE __m512i LoadFirstLanes(size_t n, const void* p) {
+  return n >= 16 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi32(FirstLanes(n), p);
+}
+
 // Byte permutes: word lanes (2t, 2t+1) of the result hold token t's codes
 // of a channel pair, zero-extended (odd bytes masked to zero).
 struct VnniKeyPerms {
@@ -818,16 +826,16 @@ HWY_INLINE void VnniFoldBlock(KvFormat f, int d, size_t rope_half, const uint8_t
     vb[i] = _mm512_setzero_ps();
   }
   for (size_t i0 = 0; i0 < np; i0 += 16) {
-    const __mmask16 m = FirstLanes(np - i0);
-    const __mmask16 rm = FirstLanes(rope_half > i0 ? rope_half - i0 : 0);
-    const __m512i sw = _mm512_maskz_loadu_epi32(m, scales + 4 * i0);
-    const __m512i mw = _mm512_maskz_loadu_epi32(m, mins + 4 * i0);
+    const __m512i sw = LoadFirstLanes(np - i0, scales + 4 * i0);
+    const __m512i mw = LoadFirstLanes(np - i0, mins + 4 * i0);
     const __m512 s0 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(sw));
     const __m512 s1 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(sw, 16)));
     const __m512 m0 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(mw));
     const __m512 m1 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(mw, 16)));
-    const __m512 c = _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), rm, angles + i0);
-    const __m512 s = _mm512_maskz_loadu_ps(rm, angles + rope_half + i0);
+    const size_t rope_lanes = rope_half > i0 ? rope_half - i0 : 0;  // rotated pairs in this chunk
+    const __m512 c = _mm512_mask_blend_ps(FirstLanes(rope_lanes), _mm512_set1_ps(1.0f),
+                                          _mm512_castsi512_ps(LoadFirstLanes(rope_lanes, angles + i0)));
+    const __m512 s = _mm512_castsi512_ps(LoadFirstLanes(rope_lanes, angles + rope_half + i0));
     for (int i = 0; i < kQ; ++i) {
       const __m512 a = _mm512_load_ps(q.qe[i] + i0);
       const __m512 b = _mm512_load_ps(q.qo[i] + i0);

@@ -118,12 +118,29 @@ float SoftmaxInPlace(float* x, size_t n);
 
 // ---- Prefetch ----
 
-// Every attention kernel above issues, at each block of a run, L2 prefetches
-// for the block kKvPrefetchBlocks later (blocks of a run lie where the ring
-// and H2O put them, so hardware stream prefetchers alone leave the kernels
-// waiting on DRAM latency). A run's first kKvPrefetchBlocks blocks are the
-// caller's to prefetch, early (the cache does it one lane ahead).
+// Every attention kernel above issues L2 prefetches for the blocks ahead of
+// the one it works on (blocks of a run lie where the ring and H2O put them,
+// so hardware stream prefetchers alone leave the kernels waiting on DRAM
+// latency). A run's first kKvPrefetchBlocks blocks are the caller's to
+// prefetch, early (the cache does it one lane ahead); from there the kernel
+// runs ahead two blocks per block until it leads by kKvPrefetchLeadBytes of
+// blocks (at least kKvPrefetchBlocks), then keeps that lead
+// (KvPrefetchAhead). On Zen 5, for int4 hd64 keys (1,280-byte blocks), a
+// lead of 16 blocks against 4 took scores from DRAM at depth 16,384 from
+// 130 to 118 µs per lane and values from 234 to 208; f16 blocks (4 KiB)
+// decoded slower with 16 than with 4 (docs/performance.md, twenty-first
+// session), hence a lead in bytes.
 inline constexpr size_t kKvPrefetchBlocks = 4;
+inline constexpr size_t kKvPrefetchLeadBytes = 20 << 10;
+
+// How many of a run's blocks of `bytes` each are prefetched once the kernel
+// has entered blocks 0..k−1: the caller's kKvPrefetchBlocks, then two more
+// per block up to the lead. At block b a kernel prefetches blocks
+// [KvPrefetchAhead(b), KvPrefetchAhead(b + 1)) that exist.
+constexpr size_t KvPrefetchAhead(size_t k, size_t bytes) {
+  const size_t lead = kKvPrefetchLeadBytes / bytes > kKvPrefetchBlocks ? kKvPrefetchLeadBytes / bytes : kKvPrefetchBlocks;
+  return kKvPrefetchBlocks + 2 * k < k + lead ? kKvPrefetchBlocks + 2 * k : k + lead;
+}
 
 // An L2 prefetch (x86 prefetcht1) for every 64-byte line of the n blocks of
 // `bytes` each. L2, not L1: an L1 prefetch holds one of the few L1 miss

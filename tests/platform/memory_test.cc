@@ -44,6 +44,44 @@ TEST(AlignedBufferTest, PagesAlignedZeroedAndMovable) {
   EXPECT_EQ(empty->data(), nullptr);
 }
 
+// AllocateStreamed: small buffers from the heap, to the byte; big ones from
+// huge pages reserving the whole 2 MiB-rounded mapping, or (sanitizer builds,
+// or a budget without room for the rounding) from the heap to the byte.
+// Every reservation goes back to the budget.
+TEST(AlignedBufferTest, StreamedBuffersAccountWhatTheyMap) {
+  constexpr size_t kBig = AlignedBuffer::kStreamedPagesBytes + 4097;
+  constexpr size_t kRounded = RoundUp(kBig, AlignedBuffer::kHugePageBytes);
+  MemoryBudget budget("streamed", kRounded + (size_t{1} << 20));
+  {
+    auto small = AlignedBuffer::AllocateStreamed(&budget, 1000, "small");
+    ASSERT_TRUE(small.ok());
+    EXPECT_EQ(budget.used(), 1000u);
+  }
+  EXPECT_EQ(budget.used(), 0u);
+  {
+    auto big = AlignedBuffer::AllocateStreamed(&budget, kBig, "big");
+    ASSERT_TRUE(big.ok()) << big.status().ToString();
+    EXPECT_EQ(big->size(), kBig);
+    big->data()[kBig - 1] = 1;
+    if (budget.used() != kBig) {  // huge pages
+      EXPECT_EQ(budget.used(), kRounded);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(big->data()) % AlignedBuffer::kHugePageBytes, 0u);
+    }
+  }
+  EXPECT_EQ(budget.used(), 0u);
+  {
+    MemoryBudget tight("tight", kBig);  // no room for the rounding: the heap, to the byte
+    auto big = AlignedBuffer::AllocateStreamed(&tight, kBig, "big");
+    ASSERT_TRUE(big.ok()) << big.status().ToString();
+    EXPECT_EQ(tight.used(), kBig);
+    const auto refused = AlignedBuffer::AllocateStreamed(&tight, 1, "one more");
+    EXPECT_FALSE(refused.ok());
+  }
+  auto unbudgeted = AlignedBuffer::AllocateStreamed(nullptr, kBig, "no budget");
+  ASSERT_TRUE(unbudgeted.ok());
+  EXPECT_EQ(unbudgeted->size(), kBig);
+}
+
 TEST(MemoryBudgetTest, ReservesReleasesAndTracksHighWater) {
   MemoryBudget budget("test budget", 1000);
   ASSERT_TRUE(budget.Reserve(600, "a").ok());
