@@ -1593,6 +1593,44 @@ HWY_INLINE void VnniFoldValueWeights(size_t cg, const float* HWY_RESTRICT w, siz
   }
 }
 
+// Value groups per token whose f16 scales (and mins) the word permutes below
+// pick out: 1, 2, 4, 8 (D = 32, 64, 128, 256). Other counts (D = 96, 160…)
+// widen the block's scales to f32 and gather each group's tokens.
+HWY_INLINE bool IsPowerOfTwoGroups(size_t cg) { return cg == 1 || cg == 2 || cg == 4 || cg == 8; }
+
+// Word lane k → (k·cg + j) mod 64: token k's group-j f16 among the 16·cg words
+// of 16 tokens, for cg ≤ 4; for cg = 8, lanes 0..7 index words 0..63 (tokens
+// 0..7) and lanes 8..15 the same offsets in the next 64 words (tokens 8..15).
+KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i GroupWordIndex(size_t cg, size_t j) {
+  const __m512i k = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12,
+                                     11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i w = _mm512_add_epi16(_mm512_mullo_epi16(k, _mm512_set1_epi16(static_cast<int16_t>(cg))),
+                                     _mm512_set1_epi16(static_cast<int16_t>(j)));
+  return _mm512_and_si512(w, _mm512_set1_epi16(63));
+}
+
+// Group j's f16 of tokens 16h..16h+15 as f32, from a block's f16 [G][cg]
+// array (cg a power of two ≤ 8, idx = GroupWordIndex(cg, j)). Reads exactly
+// those tokens' 32·cg bytes with plain loads (no gather: the widened copy and
+// two vgatherdps per group were ~15 % of the value kernel, docs/performance.md).
+KVEDGE_ATTR_VNNI512 HWY_INLINE __m512 GroupTokensF16(const uint8_t* HWY_RESTRICT p, size_t cg, size_t h,
+                                                     __m512i idx) {
+  const uint8_t* base = p + 32 * h * cg;
+  __m256i w;
+  if (cg == 1) {
+    w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base));
+  } else if (cg == 2) {
+    w = _mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, _mm512_loadu_si512(base)));
+  } else if (cg == 4) {
+    w = _mm512_castsi512_si256(_mm512_permutex2var_epi16(_mm512_loadu_si512(base), idx, _mm512_loadu_si512(base + 64)));
+  } else {  // 8: tokens 0..7 of the 16 from the first 128 bytes, 8..15 from the next
+    const __m512i lo = _mm512_permutex2var_epi16(_mm512_loadu_si512(base), idx, _mm512_loadu_si512(base + 64));
+    const __m512i hi = _mm512_permutex2var_epi16(_mm512_loadu_si512(base + 128), idx, _mm512_loadu_si512(base + 192));
+    w = _mm512_castsi512_si256(_mm512_mask_blend_epi16(0xFF00u, lo, hi));
+  }
+  return _mm512_cvtph_ps(w);
+}
+
 // Two tokens' 16 code bytes (a: token t, b: token t+1) as int32 lane c =
 // (a_c, b_c) in int16 halves.
 HWY_INLINE __m512i VnniTokenPair(const uint8_t* HWY_RESTRICT a, const uint8_t* HWY_RESTRICT b) {
@@ -1661,19 +1699,31 @@ KVEDGE_ATTR_VNNI512 HWY_INLINE void VnniValueRun(KvFormat f, int d, const float*
   HWY_ALIGN float flat_m[kG * kMaxValueGroups];  // [t][j] mins
   const __m512i lane_cg = _mm512_mullo_epi32(
       _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(static_cast<int>(cg)));
+  const bool permute = IsPowerOfTwoGroups(cg);
+  __m512i group_idx[kMaxValueGroups];  // [j] word lane k → (k·cg + j) mod 64
+  for (size_t j = 0; j < cg; ++j) group_idx[j] = GroupWordIndex(cg, j);
   for (size_t b = 0; b < n_blocks; ++b) {
     const uint8_t* HWY_RESTRICT block = blocks[b];
     PrefetchBlock(blocks, n_blocks, b, block_bytes);
     const uint8_t* scales = block + ValueBlockScalesOffset(f, d);  // f16 [G][cg]
     const uint8_t* mins = block + ValueBlockMinsOffset(f, d);
-    // [t][j] f16 → [j][t] f32: widen (vector), then gather each group's tokens.
-    F32FromF16Array(scales, kG * cg, flat_s);
-    F32FromF16Array(mins, kG * cg, flat_m);
-    for (size_t j = 0; j < cg; ++j) {
-      for (int t0 = 0; t0 < kG; t0 += 16) {
-        const __m512i idx = _mm512_add_epi32(lane_cg, _mm512_set1_epi32(static_cast<int>(t0 * cg + j)));
-        _mm512_store_ps(vs.s[j] + t0, _mm512_i32gather_ps(idx, flat_s, 4));
-        _mm512_store_ps(vs.m[j] + t0, _mm512_i32gather_ps(idx, flat_m, 4));
+    if (permute) {
+      for (size_t j = 0; j < cg; ++j) {
+        for (size_t h = 0; h < 2; ++h) {
+          _mm512_store_ps(vs.s[j] + 16 * h, GroupTokensF16(scales, cg, h, group_idx[j]));
+          _mm512_store_ps(vs.m[j] + 16 * h, GroupTokensF16(mins, cg, h, group_idx[j]));
+        }
+      }
+    } else {
+      // [t][j] f16 → [j][t] f32: widen (vector), then gather each group's tokens.
+      F32FromF16Array(scales, kG * cg, flat_s);
+      F32FromF16Array(mins, kG * cg, flat_m);
+      for (size_t j = 0; j < cg; ++j) {
+        for (int t0 = 0; t0 < kG; t0 += 16) {
+          const __m512i idx = _mm512_add_epi32(lane_cg, _mm512_set1_epi32(static_cast<int>(t0 * cg + j)));
+          _mm512_store_ps(vs.s[j] + t0, _mm512_i32gather_ps(idx, flat_s, 4));
+          _mm512_store_ps(vs.m[j] + t0, _mm512_i32gather_ps(idx, flat_m, 4));
+        }
       }
     }
     VnniFoldValueWeights<kQ>(cg, weights + b * kG, weights_stride, vs, wm, &wt);

@@ -41,10 +41,12 @@ constexpr size_t kQueryCounts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
 // below one value group (8, 16) and with irregular groups (24, 48), D ≡ 8
 // mod 16 (the ARM kernels' padding channels: 8, 24), an odd group count (96),
 // partial RoPE with a multiple of 16 pairs (128, 256) and kMaxHeadDim (256:
-// the kernels' buffers full); one block, two, and three (odd: every BlockRun
-// offset). The kernels take one block at a time: more blocks add no path.
+// the kernels' buffers full), each value-group count the AVX-512 value
+// kernel permutes scales for (1, 2, 4, 8: D = 32, 64, 128, 256); one block,
+// two, and three (odd: every BlockRun offset). The kernels take one block at
+// a time: more blocks add no path.
 const std::vector<int>& SweepHeadDims() {
-  static const std::vector<int> dims = QuickRun() ? std::vector<int>{8, 16, 24, 48, 96, 128, 256}
+  static const std::vector<int> dims = QuickRun() ? std::vector<int>{8, 16, 24, 32, 48, 64, 96, 128, 256}
                                                   : std::vector<int>(std::begin(kHeadDims), std::end(kHeadDims));
   return dims;
 }
