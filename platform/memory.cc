@@ -144,27 +144,25 @@ StatusOr<AlignedBuffer> AlignedBuffer::AllocatePages(size_t bytes, const char* w
   return buf;
 }
 
-StatusOr<AlignedBuffer> AlignedBuffer::Allocate(MemoryBudget& budget, size_t bytes, const char* what) {
-  KVEDGE_RETURN_IF_ERROR(budget.Reserve(bytes, what));
-  auto buf = Allocate(bytes, what);
+StatusOr<AlignedBuffer> AlignedBuffer::Charged(MemoryBudget& budget, size_t reserved,
+                                               StatusOr<AlignedBuffer> (*allocate)(size_t, const char*), size_t bytes,
+                                               const char* what) {
+  KVEDGE_RETURN_IF_ERROR(budget.Reserve(reserved, what));
+  auto buf = allocate(bytes, what);
   if (!buf.ok()) {
-    budget.Release(bytes);
+    budget.Release(reserved);
     return buf.status();
   }
   buf->budget_ = &budget;
   return buf;
 }
 
+StatusOr<AlignedBuffer> AlignedBuffer::Allocate(MemoryBudget& budget, size_t bytes, const char* what) {
+  return Charged(budget, bytes, &AlignedBuffer::Allocate, bytes, what);
+}
+
 StatusOr<AlignedBuffer> AlignedBuffer::AllocatePages(MemoryBudget& budget, size_t bytes, const char* what) {
-  const size_t mapped = RoundUp(bytes, kHugePageBytes);
-  KVEDGE_RETURN_IF_ERROR(budget.Reserve(mapped, what));
-  auto buf = AllocatePages(bytes, what);
-  if (!buf.ok()) {
-    budget.Release(mapped);
-    return buf.status();
-  }
-  buf->budget_ = &budget;
-  return buf;
+  return Charged(budget, RoundUp(bytes, kHugePageBytes), &AlignedBuffer::AllocatePages, bytes, what);
 }
 
 StatusOr<AlignedBuffer> AlignedBuffer::AllocateStreamed(MemoryBudget* budget, size_t bytes, const char* what) {

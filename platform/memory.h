@@ -89,6 +89,11 @@ class AlignedBuffer {
 
  private:
   void Reset();
+  // allocate(bytes, what) with `reserved` bytes charged to the budget (given
+  // back if it fails, and by the buffer when it goes).
+  static StatusOr<AlignedBuffer> Charged(MemoryBudget& budget, size_t reserved,
+                                         StatusOr<AlignedBuffer> (*allocate)(size_t, const char*), size_t bytes,
+                                         const char* what);
 
   uint8_t* data_ = nullptr;
   size_t size_ = 0;

@@ -138,7 +138,8 @@ inline constexpr size_t kKvPrefetchLeadBytes = 20 << 10;
 // per block up to the lead. At block b a kernel prefetches blocks
 // [KvPrefetchAhead(b), KvPrefetchAhead(b + 1)) that exist.
 constexpr size_t KvPrefetchAhead(size_t k, size_t bytes) {
-  const size_t lead = kKvPrefetchLeadBytes / bytes > kKvPrefetchBlocks ? kKvPrefetchLeadBytes / bytes : kKvPrefetchBlocks;
+  const size_t fit = kKvPrefetchLeadBytes / bytes;
+  const size_t lead = fit > kKvPrefetchBlocks ? fit : kKvPrefetchBlocks;
   return kKvPrefetchBlocks + 2 * k < k + lead ? kKvPrefetchBlocks + 2 * k : k + lead;
 }
 

@@ -881,6 +881,29 @@ HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestAccumulateMultiMatchesRef);
 HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestValueMultiMatchesIntModel);
 HWY_EXPORT_AND_TEST_P(KvKernelsTest, TestAttentionErrorRealistic);
 
+// The kernels' prefetch schedule: past the caller's first kKvPrefetchBlocks,
+// every block of a run is prefetched exactly once, before the kernel reaches
+// it, and never more than the byte lead (or kKvPrefetchBlocks) ahead.
+TEST(KvPrefetchTest, EveryBlockOnceAheadWithinTheLead) {
+  for (size_t bytes : {size_t{320}, size_t{1280}, size_t{2304}, size_t{4096}, size_t{16384}, size_t{65536}}) {
+    const size_t lead = std::max(kKvPrefetchBlocks, kKvPrefetchLeadBytes / bytes);
+    const size_t n = 300;
+    std::vector<int> times(n, 0);
+    for (size_t b = 0; b < n; ++b) {
+      const size_t from = KvPrefetchAhead(b, bytes), to = std::min(KvPrefetchAhead(b + 1, bytes), n);
+      for (size_t k = from; k < to; ++k) {
+        ++times[k];
+        ASSERT_GT(k, b) << "block " << k << " prefetched at block " << b << ", bytes " << bytes;
+        ASSERT_LE(k - b, lead) << "block " << k << " prefetched at block " << b << ", bytes " << bytes;
+      }
+    }
+    for (size_t k = 0; k < n; ++k) {
+      EXPECT_EQ(times[k], k < kKvPrefetchBlocks ? 0 : 1) << "block " << k << ", bytes " << bytes;
+    }
+    EXPECT_EQ(KvPrefetchAhead(100, bytes), 100 + lead) << bytes;  // the steady lead
+  }
+}
+
 // The AVX2 integer kernels (simd/kv_kernels_avx2-inl.h) promise the AVX-512
 // VNNI results bit for bit: the same int16 query codes, exact int32 sums and
 // the same float fold. Both targets run on this CPU only where it has
