@@ -167,8 +167,11 @@ StatusOr<AlignedBuffer> AlignedBuffer::AllocatePages(MemoryBudget& budget, size_
 
 StatusOr<AlignedBuffer> AlignedBuffer::AllocateStreamed(MemoryBudget* budget, size_t bytes, const char* what) {
 #ifndef KVEDGE_NO_MIMALLOC
-  if (bytes >= kStreamedPagesBytes && (budget == nullptr || budget->available() >= RoundUp(bytes, kHugePageBytes))) {
-    return budget != nullptr ? AllocatePages(*budget, bytes, what) : AllocatePages(bytes, what);
+  if (bytes >= kStreamedPagesBytes) {
+    // A budget without room for the rounding (even if another thread took it
+    // since a look at available()) or a failed mapping: the heap, to the byte.
+    auto pages = budget != nullptr ? AllocatePages(*budget, bytes, what) : AllocatePages(bytes, what);
+    if (pages.ok()) return pages;
   }
 #endif
   return budget != nullptr ? Allocate(*budget, bytes, what) : Allocate(bytes, what);
