@@ -514,6 +514,45 @@ HWY_INLINE void LaneBlockDotsBoth(const uint8_t* codes, const int8_t* q, const c
     }
   }
 }
+
+// Q5_0/Q5_1 (fifth-bit formats) for both halves at once: qs vector J of
+// both halves at a time (its two code vectors decoded, each meeting its
+// broadcast activation word once for 16 rows), so only 2 code vectors,
+// the 2 fifth-bit vectors and 2 int16 chains are live (all 16 code vectors
+// at once spilled: 0.75x the half-at-a-time loop, Zen 1). int16 groups of
+// 4 code vectors (J = 0, 1 and J = 2, 3), as LaneBlockDot's; half 0's
+// links prefetch the lines at `ahead`, one each.
+template <class Block, int J>
+HWY_INLINE void LaneFifthStep(const uint8_t* codes, const int8_t* q, const char* ahead, const LaneI* fifth,
+                              LaneI* pairs, LaneI* isum) {
+  const LaneI a_lo = LaneActivations<Block>(q, 2 * J), a_hi = LaneActivations<Block>(q, 2 * J + 1);
+  for (size_t h = 0; h < 2; ++h) {
+    LaneI w[8];
+    LoadLaneNibbles<Block, J>(codes, h, LaneSet8(0), fifth[h], w);
+    const LaneI lo = LaneMulPairs(w[2 * J], a_lo), hi = LaneMulPairs(w[2 * J + 1], a_hi);
+    // Half 0's links: J even 1 (hi), J odd 2 (lo, hi); 6 over the block.
+    constexpr size_t kLine = J == 0 ? 0 : J == 1 ? 1 : J == 2 ? 3 : 4;
+    if constexpr (J % 2 == 0) {
+      pairs[h] = h == 0 && kLine < kLaneAheadLines<Block> ? LaneAddChain16(lo, hi, ahead + 64 * kLine)
+                                                          : LaneAddChain16(lo, hi);
+    } else {
+      pairs[h] = h == 0 && kLine < kLaneAheadLines<Block> ? LaneAddChain16(pairs[h], lo, ahead + 64 * kLine)
+                                                          : LaneAddChain16(pairs[h], lo);
+      pairs[h] = h == 0 && kLine + 1 < kLaneAheadLines<Block> ? LaneAddChain16(pairs[h], hi, ahead + 64 * (kLine + 1))
+                                                              : LaneAddChain16(pairs[h], hi);
+      isum[h] = J == 1 ? LaneWiden(pairs[h]) : LaneAdd32(isum[h], LaneWiden(pairs[h]));
+    }
+  }
+}
+template <class Block>
+HWY_INLINE void LaneBlockDotsBothFifth(const uint8_t* codes, const int8_t* q, const char* ahead, LaneI* isum) {
+  const LaneI fifth[2] = {LaneLoad(codes + 256), LaneLoad(codes + 256 + 4 * kLaneRows)};
+  LaneI pairs[2];
+  LaneFifthStep<Block, 0>(codes, q, ahead, fifth, pairs, isum);
+  LaneFifthStep<Block, 1>(codes, q, ahead, fifth, pairs, isum);
+  LaneFifthStep<Block, 2>(codes, q, ahead, fifth, pairs, isum);
+  LaneFifthStep<Block, 3>(codes, q, ahead, fifth, pairs, isum);
+}
 #endif
 
 // As the VNNI LaneTile: y[v·y_stride + row0 + r], r < valid_rows, over chunk
@@ -546,10 +585,9 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, [[maybe_unused]] size_t group_b
       const uint8_t* codes = group + InterleavedCodeOffset(kType, cb + b);
       const uint8_t* scales = group + InterleavedScaleOffset(kType, cb + b);
 #if HWY_TARGET == HWY_AVX2
-      // MatVec: both halves at once (LaneBlockDotsBoth). Not for the 5-bit
-      // formats: their fifth-bit unpacking for 16 code vectors at once ran
-      // 0.75x the half-at-a-time loop (L3-resident 2048x2048, Zen 1).
-      if constexpr (V == 1 && !kLaneFifth<Block>) {
+      // MatVec: both halves at once (LaneBlockDotsBoth; the 5-bit formats
+      // one qs vector at a time, LaneBlockDotsBothFifth).
+      if constexpr (V == 1) {
         // The stream kLanePrefetchBytes ahead: this pass reads the chunk's
         // span of the group, the next pass the same span of the next group
         // (prefetches past the matrix are dropped, never fault).
@@ -559,7 +597,11 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, [[maybe_unused]] size_t group_b
         const char* ahead = reinterpret_cast<const char*>(group) + chunk_begin +
                             (at < chunk_bytes ? at : group_bytes + at - chunk_bytes);
         LaneI isum[2];
-        LaneBlockDotsBoth<Block>(codes, xc[0]->q + b * kQuantBlock, ahead, isum);
+        if constexpr (kLaneFifth<Block>) {
+          LaneBlockDotsBothFifth<Block>(codes, xc[0]->q + b * kQuantBlock, ahead, isum);
+        } else {
+          LaneBlockDotsBoth<Block>(codes, xc[0]->q + b * kQuantBlock, ahead, isum);
+        }
         for (size_t i = 0; i < 2; ++i) {
           if constexpr (kLaneOffset<Block> != 0) isum[i] = LaneAdd32(isum[i], LaneSet32(xc[0]->corr[b]));
           const LaneF dw = LaneScales(scales + 2 * kLaneRows * i);
