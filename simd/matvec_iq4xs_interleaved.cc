@@ -15,9 +15,10 @@
 //     sub-block's activation sum, from bsums), so it is Σ level·q_x
 //     (|·| ≤ 32·127²); times the row's ls − 32 (vpmulld), added to S;
 //   AVX2 (and AVX3 without VNNI, on 256-bit vectors): vpmaddubsw of |level|
-//     against q_x with the level's sign (pairs ≤ 2·127², no saturation, as
-//     the rows kernel), each widened by a vpmaddwd against the (ls − 32,
-//     ls − 32) int16 pairs into S;
+//     against q_x with the level's sign (MatVec: of |q_x|, made once per
+//     broadcast for 16 rows, against the level with q_x's sign) (pairs ≤
+//     2·127², no saturation, as the rows kernel), each widened by a
+//     vpmaddwd against the (ls − 32, ls − 32) int16 pairs into S;
 //   the other targets: the same integer sums, row by row (scalar; those
 //     targets keep GGUF's rows: InterleavedWeightsPreferred is false).
 // S is exact int32, folded per super-block as ref::MatVecRowsQ8K does
@@ -173,11 +174,13 @@ HWY_INLINE __m256i XScalePair(__m256i lo, __m256i hi, size_t j) {
   return _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16));
 }
 
-// sc·(|level| · (x with level's sign)) summed in pairs: one code vector's
-// int32 contribution (levels: the codebook; nib: the 4-bit indices).
-HWY_INLINE __m256i XDot(__m256i levels, __m256i nib, __m256i x, __m256i sc_pair) {
+// sc·(|x| · (level with x's sign)) summed in pairs: one code vector's
+// int32 contribution (levels: the codebook; nib: the 4-bit indices; ax =
+// |x|, made once per broadcast word for both halves; no level is −128, so
+// the negated level fits a byte).
+HWY_INLINE __m256i XDot(__m256i levels, __m256i nib, __m256i x, __m256i ax, __m256i sc_pair) {
   const __m256i level = _mm256_shuffle_epi8(levels, nib);
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(level), _mm256_sign_epi8(x, level)), sc_pair);
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(level, x)), sc_pair);
 }
 
 // MatVec: both halves per super-block, each code line loaded once for its
@@ -212,11 +215,12 @@ HWY_NOINLINE void XTileMatVec(const uint8_t* group, size_t group_bytes, size_t c
         // Weights 32j + 4k…: the low nibbles; 32j + 16 + 4k…: the high.
         const __m256i x_lo = _mm256_set1_epi32(LoadU32(qs + 32 * j + 4 * k));
         const __m256i x_hi = _mm256_set1_epi32(LoadU32(qs + 32 * j + 16 + 4 * k));
+        const __m256i ax_lo = _mm256_abs_epi8(x_lo), ax_hi = _mm256_abs_epi8(x_hi);
 #pragma GCC unroll 2
         for (size_t h = 0; h < 2; ++h) {
           const __m256i line = Load256(lines + 64 * k + 32 * h);
-          const __m256i d_lo = XDot(levels, _mm256_and_si256(line, nibble), x_lo, sc[h]);
-          const __m256i d_hi = XDot(levels, _mm256_and_si256(_mm256_srli_epi16(line, 4), nibble), x_hi, sc[h]);
+          const __m256i d_lo = XDot(levels, _mm256_and_si256(line, nibble), x_lo, ax_lo, sc[h]);
+          const __m256i d_hi = XDot(levels, _mm256_and_si256(_mm256_srli_epi16(line, 4), nibble), x_hi, ax_hi, sc[h]);
           const size_t l = 5 * j + 2 * k + h;  // this step's line to prefetch, while l < 34 (and 2k + h < 5)
           isum[h] = 2 * k + h < 5 && l < kXLines ? AddChain32(isum[h], d_lo, ahead + 64 * l) : AddChain32(isum[h], d_lo);
           isum[h] = AddChain32(isum[h], d_hi);
