@@ -481,9 +481,18 @@ HWY_INLINE void LaneBlockDotsBoth(const uint8_t* codes, const int8_t* q, const c
   if constexpr (kLaneSigned<Block>) {
     for (size_t i = 0; i < 8; ++i) {
       const LaneI a = LaneActivations<Block>(q, i);
+      // IQ4_NL: |x| once for both halves against the level with x's sign
+      // (no level is −128); Q8_0's codes can be −128, so |w| against x
+      // with w's sign.
+      const LaneI abs_a = kLaneCodebook<Block> ? _mm256_abs_epi8(a) : a;
       for (size_t h = 0; h < 2; ++h) {
         LaneI abs_w, signed_x;
-        LaneSignSplit(w[h][i], a, &abs_w, &signed_x);
+        if constexpr (kLaneCodebook<Block>) {
+          abs_w = abs_a;
+          signed_x = _mm256_sign_epi8(w[h][i], a);
+        } else {
+          LaneSignSplit(w[h][i], a, &abs_w, &signed_x);
+        }
         const LaneI dot = LaneWiden(LaneMulPairs(abs_w, signed_x));
         if (i == 0) {
           isum[h] = dot;
