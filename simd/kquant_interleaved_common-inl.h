@@ -62,6 +62,23 @@ HWY_INLINE int32_t LoadU32(const void* p) {
 }
 
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+HWY_INLINE __m256i Load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+// 8 f16 (a half's rows) as f32.
+HWY_INLINE __m256 LoadHalves(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// vpshufb pattern giving each int32 lane the int16 pair (b, b) of its byte
+// b (zero-extended; b < 4).
+HWY_INLINE __m256i PairPattern(size_t b) {
+  int32_t p[4];
+  for (int l = 0; l < 4; ++l) {
+    const int32_t i = 4 * l + static_cast<int32_t>(b);
+    p[l] = i | 0x80 << 8 | i << 16 | static_cast<int32_t>(0x80u << 24);
+  }
+  return _mm256_setr_epi32(p[0], p[1], p[2], p[3], p[0], p[1], p[2], p[3]);
+}
+
 // acc + x (16- or 32-bit lanes) as one link of a chain (KeepChain,
 // x86_chain-inl.h); with `line`, the link also prefetches that line.
 HWY_INLINE __m256i AddChain16(__m256i acc, __m256i x) { return KeepChain(_mm256_add_epi16(acc, x)); }

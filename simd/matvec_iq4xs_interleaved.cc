@@ -159,19 +159,40 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void XTile(const uint8_t* group, size_t group_b
 constexpr size_t kTileVecs = 4;
 constexpr size_t kHalfRows = 8;
 
-HWY_INLINE __m256i Load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
-
 constexpr size_t kXLines = kILXSuperBytes / 64;  // 34 lines a super-block
 
-// Sub-block j's scale (ls − 32) of a half's 8 rows as the int16 pair (sc, sc)
-// of every lane, from the half's scales_l word lo and scales_h hi.
-HWY_INLINE __m256i XScalePair(__m256i lo, __m256i hi, size_t j) {
-  const __m256i k15 = _mm256_set1_epi32(15), k3 = _mm256_set1_epi32(3);
-  const int sh = static_cast<int>(j);
-  const __m256i sc = _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(lo, 4 * sh), k15),
-                                                      _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hi, 2 * sh), k3), 4)),
-                                      _mm256_set1_epi32(32));
-  return _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16));
+// A half's 6-bit sub-block scales ls_j as bytes, one row per int32 lane:
+// byte b of even[·] is ls_2b, of odd[·] ls_2b+1. scales_l (one 32-bit word
+// per row) holds ls_j's low 4 bits as nibble j; scales_h (one 16-bit word
+// per row) its high 2 bits at bits 2j: nibble b of it, moved to byte b
+// (vpshufb of the word's bytes, then a nibble select), gives bits 4–5 of
+// bytes 2b (bits 0–1) and 2b + 1 (bits 2–3).
+struct XHalfScales {
+  __m256i even, odd;
+};
+HWY_INLINE XHalfScales LoadXHalfScales(const uint8_t* sb, size_t h) {
+  // Row r's word is bytes 2r, 2r + 1 of the half's 16; both 128-bit lanes
+  // hold all 16 (rows 0–3 pick from the low lane, 4–7 from the high).
+  const __m256i words = _mm256_broadcastsi128_si256(
+      _mm_load_si128(reinterpret_cast<const __m128i*>(sb + kILXScalesHOffset + 16 * h)));
+  const __m256i spread = _mm256_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7,  //
+                                          8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+  const __m256i t = _mm256_shuffle_epi8(words, spread);  // bytes (w0, w0, w1, w1) per row
+  const __m256i nib = _mm256_or_si256(_mm256_and_si256(t, _mm256_set1_epi32(0x000F000F)),
+                                      _mm256_and_si256(_mm256_srli_epi16(t, 4), _mm256_set1_epi32(0x0F000F00)));
+  const __m256i lo = Load256(sb + kILXScalesLOffset + 32 * h), k0f = _mm256_set1_epi8(0x0F);
+  XHalfScales out;
+  out.even = _mm256_or_si256(_mm256_and_si256(lo, k0f),
+                             _mm256_slli_epi32(_mm256_and_si256(nib, _mm256_set1_epi8(0x03)), 4));
+  out.odd = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(lo, 4), k0f),
+                            _mm256_slli_epi32(_mm256_and_si256(nib, _mm256_set1_epi8(0x0C)), 2));
+  return out;
+}
+
+// Sub-block j's scale (ls − 32) of a half's 8 rows as the int16 pair
+// (sc, sc) of every lane.
+HWY_INLINE __m256i XScalePair(const XHalfScales& ls, size_t j) {
+  return _mm256_sub_epi16(_mm256_shuffle_epi8(j % 2 ? ls.odd : ls.even, PairPattern(j / 2)), _mm256_set1_epi16(32));
 }
 
 // sc·(|x| · (level with x's sign)) summed in pairs: one code vector's
@@ -199,16 +220,12 @@ HWY_NOINLINE void XTileMatVec(const uint8_t* group, size_t group_bytes, size_t c
     const uint8_t* sb = group + (cb + s) * kILXSuperBytes;
     const char* ahead = StreamAt(group, group_bytes, cb * kILXSuperBytes, (cb + nsb) * kILXSuperBytes,
                                  (cb + s) * kILXSuperBytes + kStreamPrefetchBytes);
-    __m256i lo[2], hi[2];  // [half] scales_l, scales_h words
-    for (size_t h = 0; h < 2; ++h) {
-      lo[h] = Load256(sb + kILXScalesLOffset + 32 * h);
-      hi[h] = _mm256_cvtepu16_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sb + kILXScalesHOffset + 16 * h)));
-    }
+    const XHalfScales ls[2] = {LoadXHalfScales(sb, 0), LoadXHalfScales(sb, 1)};
     const int8_t* qs = xc->a[s].qs;
     __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
 #pragma GCC unroll 8
     for (size_t j = 0; j < 8; ++j) {
-      const __m256i sc[2] = {XScalePair(lo[0], hi[0], j), XScalePair(lo[1], hi[1], j)};
+      const __m256i sc[2] = {XScalePair(ls[0], j), XScalePair(ls[1], j)};
       const uint8_t* lines = sb + kILXQsOffset + 256 * j;
 #pragma GCC unroll 4
       for (size_t k = 0; k < 4; ++k) {
@@ -258,13 +275,11 @@ HWY_NOINLINE void XTile(const uint8_t* group, size_t group_bytes, size_t cb, siz
       for (size_t s = 0; s < nsb; ++s) {
         const uint8_t* sb = group + (cb + s) * kILXSuperBytes;
         if (h == 0) PrefetchAhead<kPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
-        const __m256i lo = Load256(sb + kILXScalesLOffset + 32 * h);
-        const __m256i hi =
-            _mm256_cvtepu16_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sb + kILXScalesHOffset + 16 * h)));
+        const XHalfScales ls = LoadXHalfScales(sb, h);
         __m256i isum[V];
         for (size_t v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256();
         for (size_t j = 0; j < 8; ++j) {
-          const __m256i sc_pair = XScalePair(lo, hi, j);
+          const __m256i sc_pair = XScalePair(ls, j);
           const uint8_t* lines = sb + kILXQsOffset + 256 * j + 32 * h;
           for (size_t k = 0; k < 8; ++k) {
             const __m256i line = Load256(lines + 64 * (k % 4));

@@ -174,17 +174,6 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void KTile(const uint8_t* group, size_t group_b
 constexpr size_t kTileVecs = 4;  // 16 ymm: 4 int16 chains, 4 int32 sums, temps
 constexpr size_t kHalfRows = 8;
 
-// vpshufb pattern giving each int32 lane the int16 pair (b, b) of its byte b = j.
-HWY_INLINE __m256i PairPattern(int j) {
-  int32_t p[4];
-  for (int l = 0; l < 4; ++l) p[l] = (4 * l + j) | 0x80 << 8 | (4 * l + j) << 16 | static_cast<int32_t>(0x80u << 24);
-  return _mm256_setr_epi32(p[0], p[1], p[2], p[3], p[0], p[1], p[2], p[3]);
-}
-
-HWY_INLINE __m256i Load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
-HWY_INLINE __m256 LoadHalves(const uint8_t* p) {
-  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
-}
 
 // A half's 6-bit scales and mins as ggml packs them (UnpackScalesMins in
 // matvec_kquant.cc), one row per int32 lane: bytes j of sc03/mn03 are
@@ -327,7 +316,7 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, siz
               pairs[v] = k == 0 ? dot : AddChain16(pairs[v], dot);
             }
           }
-          const __m256i sc = SubBlockScale(hs, j, PairPattern(static_cast<int>(j % 4)));
+          const __m256i sc = SubBlockScale(hs, j, PairPattern(j % 4));
 #pragma GCC unroll 8
           for (size_t v = 0; v < V; ++v) isum[v] = AddChain32(isum[v], _mm256_madd_epi16(pairs[v], sc));
         }

@@ -275,20 +275,6 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void Q2Tile(const uint8_t* group, size_t group_
 constexpr size_t kTileVecs = 4;
 constexpr size_t kHalfRows = 8;
 
-// vpshufb pattern giving each int32 lane the int16 pair (b, b) of its byte b.
-HWY_INLINE __m256i PairPattern(size_t b) {
-  int32_t p[4];
-  for (int l = 0; l < 4; ++l) {
-    const int32_t i = 4 * l + static_cast<int32_t>(b);
-    p[l] = i | 0x80 << 8 | i << 16 | static_cast<int32_t>(0x80u << 24);
-  }
-  return _mm256_setr_epi32(p[0], p[1], p[2], p[3], p[0], p[1], p[2], p[3]);
-}
-
-HWY_INLINE __m256i Load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
-HWY_INLINE __m256 LoadHalves(const uint8_t* p) {
-  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
-}
 // One half's (8 rows at the line's byte 32·half) scales of a super-block
 // from its scale lines at `scales`: sc[g] = sub-block g's scale as (sc, sc)
 // int16 pairs per row (Q3_K: ggml's 6-bit unpacking, − 32; Q2_K: the low
