@@ -174,7 +174,6 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void KTile(const uint8_t* group, size_t group_b
 constexpr size_t kTileVecs = 4;  // 16 ymm: 4 int16 chains, 4 int32 sums, temps
 constexpr size_t kHalfRows = 8;
 
-
 // A half's 6-bit scales and mins as ggml packs them (UnpackScalesMins in
 // matvec_kquant.cc), one row per int32 lane: bytes j of sc03/mn03 are
 // sub-block j's scale/min, of sc47/mn47 sub-block 4 + j's.
