@@ -32,11 +32,26 @@ async function watchReply() {
     window.__observer.observe(document.getElementById("messages"), { childList: true, subtree: true });
   });
 }
+const idle = () => page.waitForSelector("body[data-state=idle]", { timeout: stepTimeout });
+// Sends text and waits until the page has taken it up and finished with it: its state went to
+// "streaming" (seen by an observer, however quickly it went back) and is "idle" again. Waiting for
+// "idle" alone can return before the page has started (it was idle already).
 async function sendMessage(text) {
+  await page.evaluate(() => {
+    window.__busySeen = false;
+    window.__busyObserver?.disconnect();
+    window.__busyObserver = new MutationObserver((records) => {
+      if (records.some((r) => r.oldValue === "streaming") || document.body.dataset.state === "streaming") {
+        window.__busySeen = true;
+      }
+    });
+    window.__busyObserver.observe(document.body, { attributes: true, attributeFilter: ["data-state"], attributeOldValue: true });
+  });
   await page.fill("#input", text);
   await page.click("#send");
+  await page.waitForFunction(() => window.__busySeen, null, { timeout: stepTimeout });
+  await idle();
 }
-const idle = () => page.waitForSelector("body[data-state=idle]", { timeout: stepTimeout });
 const text = (sel) => page.textContent(sel);
 const lastReply = () => page.locator(".msg.assistant").last();
 // The reply's own text, without the page's note after it ("stopped", "max tokens reached").
@@ -59,7 +74,6 @@ const steps = [
                                { timeout: stepTimeout }).catch(() => {});
     check(/HTTP 401/.test(await text("#status")), `the model list's 401 is not shown: ${JSON.stringify(await text("#status"))}`);
     await sendMessage("Once upon a time");
-    await idle();
     const err = await text("#error");
     check(/HTTP 401/.test(err), `#error = ${JSON.stringify(err)}`);
     checkEq(await page.inputValue("#input"), "Once upon a time", "the failed message goes back to the input");
@@ -76,8 +90,6 @@ const steps = [
     await page.click("#new-chat");
     await watchReply();
     await sendMessage("Once upon a time");
-    await page.waitForSelector("body[data-state=streaming]", { timeout: stepTimeout }).catch(() => {});
-    await idle();
     const updates = await page.evaluate(() => window.__updates);
     const reply = await lastReplyText();
     checkEq(await text("#error"), "", "#error");
@@ -107,7 +119,6 @@ const steps = [
   ["a second turn reuses the session (reused prompt tokens > 0)", async () => {
     await watchReply();
     await sendMessage("What did the cat do?");
-    await idle();
     checkEq(await text("#error"), "", "#error");
     check(Number(await text("#kv-cached")) > 0, `reused prompt tokens: ${await text("#kv-cached")}`);
     checkEq(await page.locator(".msg").count(), 4, "messages");
@@ -127,7 +138,6 @@ const steps = [
       observer.observe(document.getElementById("messages"), { childList: true, subtree: true });
     });
     await sendMessage("Tell a long story");
-    await idle();
     check(/stopped/.test(await lastReply().locator(".note").textContent()), "no 'stopped' note");
     check((await lastReplyText()).length > 0, "the text that arrived before Stop was dropped");
     checkEq(await page.locator("#conversations li").count(), 2, "conversations");
@@ -136,7 +146,7 @@ const steps = [
     await page.fill("#max-tokens", "4");
     const hostile = "<img src=x onerror=\"window.__pwned=1\"><b>bold</b>";
     await sendMessage(hostile);
-    await idle();
+    checkEq(await text("#error"), "", "#error");
     checkEq(await page.locator(".msg.user").last().textContent(), hostile, "the user message");
     checkEq(await page.locator("#messages img, #messages b, #conversations img").count(), 0, "elements made from text");
     checkEq(await page.evaluate(() => window.__pwned), undefined, "the injected handler ran");
