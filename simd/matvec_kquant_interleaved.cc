@@ -1,6 +1,10 @@
-// Q4_K products in the interleaved layout (WeightLayout::kInterleaved16,
-// model_kernels.h), compiled once per Highway target, on Q8_K activations
-// (QuantizeRowQ8KFast, matvec_kquant.h).
+// Q4_K and Q5_K products in the interleaved layout (WeightLayout::
+// kInterleaved16, model_kernels.h), compiled once per Highway target, on Q8_K
+// activations (QuantizeRowQ8KFast, matvec_kquant.h). Q5_K is Q4_K's
+// super-block with 5-bit codes (0…31) re-coded at repack into the bytes A
+// (where Q4_K has its nibbles) and B (model_kernels.h): sub-block 2p's code
+// is A & 31, sub-block 2p + 1's is A >> 5 with two bits of B on top; all
+// else is Q4_K's, below.
 //
 // One row per int32 lane, as matvec_interleaved.cc does for the legacy
 // 32-blocks: a 64-byte line holds 4 code bytes (8 weights: 4 of sub-block
@@ -11,8 +15,9 @@
 //   AVX3_DL: 8 vpdpbusd into an int32 dot per row, times the row's scale
 //     (vpmulld), added to S;
 //   AVX2 (and AVX3 without VNNI, on 256-bit vectors): 8 vpmaddubsw summed in
-//     int16 (pairs ≤ 2·15·127, 8 of them ≤ 30480), then one vpmaddwd
-//     against the (scale, scale) int16 pairs adds sc·dot to S;
+//     int16 (pairs ≤ 2·15·127, 8 of them ≤ 30480; Q5_K's ≤ 2·31·128, 4 of
+//     them ≤ 31744), then one vpmaddwd against the (scale, scale) int16
+//     pairs adds sc·dot to S;
 //   the other targets: the same integer sums, row by row (scalar; those
 //     targets keep GGUF's rows: InterleavedWeightsPreferred is false).
 // M = Σ_j min_j·(Σ codes of sub-block j) is 4 int16 pair multiply-adds of
@@ -92,22 +97,26 @@ template <size_t V>
 constexpr size_t kPrefetchAhead = V == 1 ? kStreamPrefetchBytes : 4096;
 
 // Prefetches the lines kAhead bytes past super-block cb + s of the
-// group's chunk span [cb, cb + nsb).
-template <size_t kAhead>
+// group's chunk span [cb, cb + nsb) (super-blocks of kSuper bytes).
+template <size_t kSuper, size_t kAhead>
 HWY_INLINE void PrefetchAhead(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, size_t s) {
-  PrefetchStreamAhead<kAhead>(group, group_bytes, cb * InterleavedKSuperBytes, (cb + nsb) * InterleavedKSuperBytes,
-                              (cb + s) * InterleavedKSuperBytes, (cb + s + 1) * InterleavedKSuperBytes);
+  PrefetchStreamAhead<kAhead>(group, group_bytes, cb * kSuper, (cb + nsb) * kSuper, (cb + s) * kSuper,
+                              (cb + s + 1) * kSuper);
 }
 #endif
+
+// Bytes of a 16-row super-block: Q4_K, or Q5_K (kQ5: + its B bytes).
+template <bool kQ5>
+constexpr size_t kSuperBytes = kQ5 ? kILQ5SuperBytes : InterleavedKSuperBytes;
 
 #if HWY_TARGET == HWY_AVX3_DL
 constexpr size_t kTileVecs = 8;
 
 // y[v·y_stride + row0 + r] (r < valid_rows) for the V vectors xc[0, V)
 // (consecutive: one base register addresses them all) over the chunk's
-// super-blocks [cb, cb + nsb) of the group at `group`; the sums continue
-// from y when cb > 0 (same order as one pass).
-template <size_t V>
+// super-blocks [cb, cb + nsb) of the Q4_K (Q5_K: kQ5) group at `group`;
+// the sums continue from y when cb > 0 (same order as one pass).
+template <bool kQ5, size_t V>
 KVEDGE_ATTR_VNNI512 HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb,
                                             const KChunk* xc, float* y, size_t y_stride, size_t row0,
                                             size_t valid_rows) {
@@ -120,9 +129,11 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void KTile(const uint8_t* group, size_t group_b
   const __m512i k03 = _mm512_set1_epi32(0x03030303), nibble = _mm512_set1_epi8(15);
   const __m512i low_bytes = _mm512_set1_epi32(0x00FF00FF), byte = _mm512_set1_epi32(0xFF);
   constexpr long long kHighNibble = 0x1020408000000000ll;  // GF(2) affine: bit i ← bit i + 4
+  constexpr long long kHighCode = 0x2040800000000000ll;    // Q5_K's A: bit i ← bit i + 5 (i < 3)
+  const __m512i k1f = _mm512_set1_epi8(31);
   for (size_t s = 0; s < nsb; ++s) {
-    const uint8_t* sb = group + (cb + s) * InterleavedKSuperBytes;
-    PrefetchAhead<kPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
+    const uint8_t* sb = group + (cb + s) * kSuperBytes<kQ5>;
+    PrefetchAhead<kSuperBytes<kQ5>, kPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
     // ggml's scale/min unpacking (UnpackScalesMins in matvec_kquant.cc), one row per lane.
     const __m512i u0 = _mm512_load_si512(sb + kILKScalesOffset);
     const __m512i u1 = _mm512_load_si512(sb + kILKScalesOffset + 64);
@@ -141,8 +152,20 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void KTile(const uint8_t* group, size_t group_b
       const uint8_t* lines = sb + kILKCodesOffset + 64 * 8 * (j / 2);
       for (size_t i = 0; i < 8; ++i) {
         const __m512i line = _mm512_load_si512(lines + 64 * i);
-        w[i] = (j & 1) ? _mm512_gf2p8affine_epi64_epi8(line, _mm512_set1_epi64(kHighNibble), 0)
-                       : _mm512_and_si512(line, nibble);
+        if constexpr (kQ5) {
+          if (j & 1) {
+            // A >> 5, with bits j - 1 and j of B's line i as bits 3 and 4 (GF(2) affine).
+            const __m512i b = _mm512_load_si512(sb + kILQ5BOffset + 64 * i);
+            const auto to34 = static_cast<long long>((1ull << (j - 1)) << 32 | (1ull << j) << 24);
+            w[i] = _mm512_or_si512(_mm512_gf2p8affine_epi64_epi8(line, _mm512_set1_epi64(kHighCode), 0),
+                                   _mm512_gf2p8affine_epi64_epi8(b, _mm512_set1_epi64(to34), 0));
+          } else {
+            w[i] = _mm512_and_si512(line, k1f);
+          }
+        } else {
+          w[i] = (j & 1) ? _mm512_gf2p8affine_epi64_epi8(line, _mm512_set1_epi64(kHighNibble), 0)
+                         : _mm512_and_si512(line, nibble);
+        }
       }
       for (size_t v = 0; v < V; ++v) {
         const int8_t* q = xc[v].a[s].qs + 32 * j;  // weights 32j…: low nibbles of 64(j/2)…, high of +32
@@ -202,86 +225,153 @@ HWY_INLINE __m256i SubBlockScale(const HalfScales& hs, size_t j, __m256i pattern
   return _mm256_shuffle_epi8(j < 4 ? hs.sc03 : hs.sc47, pattern);
 }
 
-// sum += d·dx·isum − dmin·dx·Σ_j min_j·(Σ codes of sub-block j) for half h of
-// super-block sb and one input vector's super-block a (min_pairs: its sums).
-HWY_INLINE __m256 FoldHalf(const uint8_t* sb, size_t h, const HalfScales& hs, __m256i isum, const int32_t* mp,
-                           float dx, __m256 sum) {
+// Σ_j min_j·(Σ codes of sub-block j) of a half's rows (one per int32 lane)
+// for one input vector's super-block (min_pairs: its sums, mp).
+HWY_INLINE __m256i MinSums(const HalfScales& hs, const int32_t* mp) {
   const __m256i low_bytes = _mm256_set1_epi32(0x00FF00FF);
   const __m256i m02 = _mm256_and_si256(hs.mn03, low_bytes), m13 = _mm256_srli_epi16(hs.mn03, 8);
   const __m256i m46 = _mm256_and_si256(hs.mn47, low_bytes), m57 = _mm256_srli_epi16(hs.mn47, 8);
-  const __m256 dw = LoadHalves(sb + kILKDOffset + 16 * h);
-  const __m256 dmin = LoadHalves(sb + kILKDminOffset + 16 * h);
   __m256i m = _mm256_add_epi32(_mm256_madd_epi16(m02, _mm256_set1_epi32(mp[0])),
                                _mm256_madd_epi16(m13, _mm256_set1_epi32(mp[1])));
   m = _mm256_add_epi32(m, _mm256_madd_epi16(m46, _mm256_set1_epi32(mp[2])));
-  m = _mm256_add_epi32(m, _mm256_madd_epi16(m57, _mm256_set1_epi32(mp[3])));
+  return _mm256_add_epi32(m, _mm256_madd_epi16(m57, _mm256_set1_epi32(mp[3])));
+}
+
+// sum += d·dx·isum − dmin·dx·m for half h of super-block sb and one input
+// vector's super-block (m: MinSums).
+HWY_INLINE __m256 FoldHalf(const uint8_t* sb, size_t h, __m256i isum, __m256i m, float dx, __m256 sum) {
+  const __m256 dw = LoadHalves(sb + kILKDOffset + 16 * h);
+  const __m256 dmin = LoadHalves(sb + kILKDminOffset + 16 * h);
   sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), sum);
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, _mm256_set1_ps(-dx)), sum);
 }
 
+// Q5_K's code bytes of pair p (sub-blocks 2p, 2p + 1) as codes: A & 31, and
+// A >> 5 with bits 2p, 2p + 1 of B as bits 3, 4 (16-bit shifts: what
+// crosses a byte boundary is masked off).
+HWY_INLINE __m256i Q5LowCodes(__m256i a) { return _mm256_and_si256(a, _mm256_set1_epi8(31)); }
+HWY_INLINE __m256i Q5HighCodes(__m256i a, __m256i b, size_t p) {
+  const __m256i b34 = p == 0   ? _mm256_slli_epi16(b, 3)
+                      : p == 1 ? _mm256_slli_epi16(b, 1)
+                      : p == 2 ? _mm256_srli_epi16(b, 1)
+                               : _mm256_srli_epi16(b, 3);
+  return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 5), _mm256_set1_epi8(7)),
+                         _mm256_and_si256(b34, _mm256_set1_epi8(0x18)));
+}
+
+// One pair p of a super-block for Q4_K MatVec: sub-blocks 2p and 2p + 1 are
+// the low and high nibbles of the same 8 lines, each line loaded once for
+// both; the four int16 sums (2 sub-blocks × 2 halves) are independent
+// chains. `ahead`: the stream's 9 lines for this pair, one per k on lo0's
+// chain, the ninth on hi0's.
+template <size_t p>
+HWY_INLINE void Q4PairMatVec(const uint8_t* sb, const int8_t* qs, const HalfScales& hs0, const HalfScales& hs1,
+                             const char* ahead, __m256i& isum0, __m256i& isum1) {
+  const __m256i nibble = _mm256_set1_epi8(15);
+  const uint8_t* lines = sb + kILKCodesOffset + 64 * 8 * p;
+  const int8_t* q = qs + 64 * p;  // weights 64p…: low nibbles; 64p + 32…: high
+  __m256i lo0 = _mm256_setzero_si256(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
+#pragma GCC unroll 8
+  for (size_t k = 0; k < 8; ++k) {
+    const __m256i a_lo = _mm256_set1_epi32(LoadU32(q + 4 * k));
+    const __m256i a_hi = _mm256_set1_epi32(LoadU32(q + 32 + 4 * k));
+    const __m256i l0 = Load256(lines + 64 * k), l1 = Load256(lines + 64 * k + 32);
+    lo0 = AddChain16(lo0, _mm256_maddubs_epi16(_mm256_and_si256(l0, nibble), a_lo), ahead + 64 * k);
+    hi0 = k == 0 ? AddChain16(hi0, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(l0, 4), nibble), a_hi),
+                              ahead + 64 * 8)
+                 : AddChain16(hi0, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(l0, 4), nibble), a_hi));
+    lo1 = AddChain16(lo1, _mm256_maddubs_epi16(_mm256_and_si256(l1, nibble), a_lo));
+    hi1 = AddChain16(hi1, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(l1, 4), nibble), a_hi));
+  }
+  const __m256i pat_lo = PairPattern((2 * p) % 4), pat_hi = PairPattern((2 * p + 1) % 4);
+  isum0 = _mm256_add_epi32(isum0, _mm256_add_epi32(_mm256_madd_epi16(lo0, SubBlockScale(hs0, 2 * p, pat_lo)),
+                                                   _mm256_madd_epi16(hi0, SubBlockScale(hs0, 2 * p + 1, pat_hi))));
+  isum1 = _mm256_add_epi32(isum1, _mm256_add_epi32(_mm256_madd_epi16(lo1, SubBlockScale(hs1, 2 * p, pat_lo)),
+                                                   _mm256_madd_epi16(hi1, SubBlockScale(hs1, 2 * p + 1, pat_hi))));
+}
+
+// The same for Q5_K: the codes from A and B (Q5LowCodes, Q5HighCodes), and
+// the int16 chains run 4 lines (≤ 4·2·31·128 = 31744) before their vpmaddwd
+// into the int32 sums. `ahead`: the stream's 11 lines for this pair, one
+// per k on lo0's chains and three on hi0's.
+template <size_t p>
+HWY_INLINE void Q5PairMatVec(const uint8_t* sb, const int8_t* qs, const HalfScales& hs0, const HalfScales& hs1,
+                             const char* ahead, __m256i& isum0, __m256i& isum1) {
+  const uint8_t* lines = sb + kILKCodesOffset + 64 * 8 * p;
+  const uint8_t* bits = sb + kILQ5BOffset;
+  const int8_t* q = qs + 64 * p;
+  const __m256i pat_lo = PairPattern((2 * p) % 4), pat_hi = PairPattern((2 * p + 1) % 4);
+#pragma GCC unroll 2
+  for (size_t k0 = 0; k0 < 8; k0 += 4) {
+    __m256i lo0 = _mm256_setzero_si256(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
+#pragma GCC unroll 4
+    for (size_t k = k0; k < k0 + 4; ++k) {
+      const __m256i a_lo = _mm256_set1_epi32(LoadU32(q + 4 * k));
+      const __m256i a_hi = _mm256_set1_epi32(LoadU32(q + 32 + 4 * k));
+      const __m256i l0 = Load256(lines + 64 * k), b0 = Load256(bits + 64 * k);
+      lo0 = AddChain16(lo0, _mm256_maddubs_epi16(Q5LowCodes(l0), a_lo), ahead + 64 * k);
+      hi0 = k < 3 ? AddChain16(hi0, _mm256_maddubs_epi16(Q5HighCodes(l0, b0, p), a_hi), ahead + 64 * (8 + k))
+                  : AddChain16(hi0, _mm256_maddubs_epi16(Q5HighCodes(l0, b0, p), a_hi));
+      const __m256i l1 = Load256(lines + 64 * k + 32), b1 = Load256(bits + 64 * k + 32);
+      lo1 = AddChain16(lo1, _mm256_maddubs_epi16(Q5LowCodes(l1), a_lo));
+      hi1 = AddChain16(hi1, _mm256_maddubs_epi16(Q5HighCodes(l1, b1, p), a_hi));
+    }
+    isum0 = AddChain32(isum0, _mm256_add_epi32(_mm256_madd_epi16(lo0, SubBlockScale(hs0, 2 * p, pat_lo)),
+                                               _mm256_madd_epi16(hi0, SubBlockScale(hs0, 2 * p + 1, pat_hi))));
+    isum1 = AddChain32(isum1, _mm256_add_epi32(_mm256_madd_epi16(lo1, SubBlockScale(hs1, 2 * p, pat_lo)),
+                                               _mm256_madd_epi16(hi1, SubBlockScale(hs1, 2 * p + 1, pat_hi))));
+  }
+}
+
 // MatVec: both halves of the group per super-block, so the group streams
-// once and each broadcast activation word meets both halves' codes. Sub-
-// blocks 2p and 2p + 1 are the low and high nibbles of the same 8 lines,
-// each line loaded once for both; the four int16 sums (2 sub-blocks × 2
-// halves) are independent chains. On a Zen-1 core this ran 1.7x the
-// sub-block-at-a-time loop the MatMul tiles use (L3-resident matrix).
+// once and each broadcast activation word meets both halves' codes, pair
+// by pair (Q4PairMatVec, Q5PairMatVec). On a Zen-1 core this ran 1.7x the
+// sub-block-at-a-time loop the MatMul tiles use (Q4_K, L3-resident matrix).
+template <bool kQ5>
 HWY_NOINLINE void KTileMatVec(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const KChunk* xc,
                               float* y, size_t row0, size_t valid_rows) {
-  const __m256i nibble = _mm256_set1_epi8(15);
-  const __m256i pattern[4] = {PairPattern(0), PairPattern(1), PairPattern(2), PairPattern(3)};
+  constexpr size_t kSuper = kSuperBytes<kQ5>, kPairLines = kQ5 ? 11 : 9;
+  // The stream kStreamPrefetchBytes ahead: the super-block's lines from one
+  // address (lines past a span's end may be the wrong ones: a prefetch is
+  // only a hint), kPairLines per pair p. The per-line StreamAt loop cost a
+  // quarter of the kernel's time on a Zen-1 core.
+  static_assert(kSuper == 4 * kPairLines * 64, "kPairLines lines per pair p");
   __m256 sum[2];
   size_t rows[2];
   LoadHalfSums(y + row0, cb, valid_rows, sum, rows);
   for (size_t s = 0; s < nsb; ++s) {
-    const uint8_t* sb = group + (cb + s) * InterleavedKSuperBytes;
-    // The stream kStreamPrefetchBytes ahead: the super-block's 36 lines from
-    // one address (lines past a span's end may be the wrong ones: a prefetch
-    // is only a hint), 9 per pair p below. The per-line StreamAt loop cost a
-    // quarter of the kernel's time on a Zen-1 core.
-    static_assert(InterleavedKSuperBytes == 4 * 9 * 64, "9 lines per pair p");
-    const char* ahead = StreamAt(group, group_bytes, cb * InterleavedKSuperBytes, (cb + nsb) * InterleavedKSuperBytes,
-                                 (cb + s) * InterleavedKSuperBytes + kStreamPrefetchBytes);
+    const uint8_t* sb = group + (cb + s) * kSuper;
+    const char* ahead = StreamAt(group, group_bytes, cb * kSuper, (cb + nsb) * kSuper, (cb + s) * kSuper +
+                                 kStreamPrefetchBytes);
     const HalfScales hs0 = UnpackHalfScales(sb, 0), hs1 = UnpackHalfScales(sb, 1);
+    // The mins' sums first: only the scales stay live through the pairs.
+    const __m256i m0 = MinSums(hs0, xc->min_pairs[s]), m1 = MinSums(hs1, xc->min_pairs[s]);
     const int8_t* qs = xc->a[s].qs;
     __m256i isum0 = _mm256_setzero_si256(), isum1 = _mm256_setzero_si256();
-#pragma GCC unroll 4
-    for (size_t p = 0; p < 4; ++p) {
-      const uint8_t* lines = sb + kILKCodesOffset + 64 * 8 * p;
-      const int8_t* q = qs + 64 * p;  // weights 64p…: low nibbles; 64p + 32…: high
-      __m256i lo0 = _mm256_setzero_si256(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
-#pragma GCC unroll 8
-      for (size_t k = 0; k < 8; ++k) {
-        const __m256i a_lo = _mm256_set1_epi32(LoadU32(q + 4 * k));
-        const __m256i a_hi = _mm256_set1_epi32(LoadU32(q + 32 + 4 * k));
-        const __m256i l0 = Load256(lines + 64 * k), l1 = Load256(lines + 64 * k + 32);
-        // 9 of the super-block's 36 lines ahead per pair p: one per k on lo0's
-        // chain, the ninth on hi0's.
-        lo0 = AddChain16(lo0, _mm256_maddubs_epi16(_mm256_and_si256(l0, nibble), a_lo), ahead + 64 * (9 * p + k));
-        hi0 = k == 0 ? AddChain16(hi0, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(l0, 4), nibble), a_hi),
-                                  ahead + 64 * (9 * p + 8))
-                     : AddChain16(hi0, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(l0, 4), nibble), a_hi));
-        lo1 = AddChain16(lo1, _mm256_maddubs_epi16(_mm256_and_si256(l1, nibble), a_lo));
-        hi1 = AddChain16(hi1, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(l1, 4), nibble), a_hi));
-      }
-      const __m256i pat_lo = pattern[(2 * p) % 4], pat_hi = pattern[(2 * p + 1) % 4];
-      isum0 = _mm256_add_epi32(isum0, _mm256_add_epi32(_mm256_madd_epi16(lo0, SubBlockScale(hs0, 2 * p, pat_lo)),
-                                                       _mm256_madd_epi16(hi0, SubBlockScale(hs0, 2 * p + 1, pat_hi))));
-      isum1 = _mm256_add_epi32(isum1, _mm256_add_epi32(_mm256_madd_epi16(lo1, SubBlockScale(hs1, 2 * p, pat_lo)),
-                                                       _mm256_madd_epi16(hi1, SubBlockScale(hs1, 2 * p + 1, pat_hi))));
+    if constexpr (kQ5) {
+      Q5PairMatVec<0>(sb, qs, hs0, hs1, ahead, isum0, isum1);
+      Q5PairMatVec<1>(sb, qs, hs0, hs1, ahead + 64 * kPairLines, isum0, isum1);
+      Q5PairMatVec<2>(sb, qs, hs0, hs1, ahead + 2 * 64 * kPairLines, isum0, isum1);
+      Q5PairMatVec<3>(sb, qs, hs0, hs1, ahead + 3 * 64 * kPairLines, isum0, isum1);
+    } else {
+      Q4PairMatVec<0>(sb, qs, hs0, hs1, ahead, isum0, isum1);
+      Q4PairMatVec<1>(sb, qs, hs0, hs1, ahead + 64 * kPairLines, isum0, isum1);
+      Q4PairMatVec<2>(sb, qs, hs0, hs1, ahead + 2 * 64 * kPairLines, isum0, isum1);
+      Q4PairMatVec<3>(sb, qs, hs0, hs1, ahead + 3 * 64 * kPairLines, isum0, isum1);
     }
-    sum[0] = FoldHalf(sb, 0, hs0, isum0, xc->min_pairs[s], xc->a[s].d, sum[0]);
-    sum[1] = FoldHalf(sb, 1, hs1, isum1, xc->min_pairs[s], xc->a[s].d, sum[1]);
+    sum[0] = FoldHalf(sb, 0, isum0, m0, xc->a[s].d, sum[0]);
+    sum[1] = FoldHalf(sb, 1, isum1, m1, xc->a[s].d, sum[1]);
   }
   StoreHalfSums(sum, rows, y + row0);
 }
 
 // As the VNNI KTile, for MatMul tiles of V ≥ 2 vectors: one half per pass,
 // each code line unpacked once for the V vectors (V = 1: KTileMatVec).
-template <size_t V>
+template <bool kQ5, size_t V>
 HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const KChunk* xc,
                         float* y, size_t y_stride, size_t row0, size_t valid_rows) {
   if constexpr (V == 1) {
-    KTileMatVec(group, group_bytes, cb, nsb, xc, y, row0, valid_rows);
+    KTileMatVec<kQ5>(group, group_bytes, cb, nsb, xc, y, row0, valid_rows);
   } else {
     const __m256i nibble = _mm256_set1_epi8(15);
     for (size_t h = 0; h * kHalfRows < valid_rows; ++h) {
@@ -293,34 +383,40 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, siz
         sum[v] = _mm256_load_ps(tmp);
       }
       for (size_t s = 0; s < nsb; ++s) {
-        const uint8_t* sb = group + (cb + s) * InterleavedKSuperBytes;
-        if (h == 0) PrefetchAhead<kPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
+        const uint8_t* sb = group + (cb + s) * kSuperBytes<kQ5>;
+        if (h == 0) PrefetchAhead<kSuperBytes<kQ5>, kPrefetchAhead<V>>(group, group_bytes, cb, nsb, s);
         const HalfScales hs = UnpackHalfScales(sb, h);
         __m256i isum[V];
         for (size_t v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256();
         // Sub-block by sub-block, each code vector unpacked once for the V
         // vectors, the int16 sums in chain order (V accumulators: with both
-        // nibbles of a line at once, 2V of them spilled at V = 4).
+        // nibbles of a line at once, 2V of them spilled at V = 4), kPerSum
+        // lines per vpmaddwd.
+        constexpr size_t kPerSum = kQ5 ? 4 : 8;
 #pragma GCC unroll 8
         for (size_t j = 0; j < 8; ++j) {
           const uint8_t* lines = sb + kILKCodesOffset + 64 * 8 * (j / 2) + 32 * h;
+          const __m256i sc = SubBlockScale(hs, j, PairPattern(j % 4));
           __m256i pairs[V];
 #pragma GCC unroll 8
           for (size_t k = 0; k < 8; ++k) {
             const __m256i line = Load256(lines + 64 * k);
-            const __m256i w = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(line, 4) : line, nibble);
+            __m256i w;
+            if constexpr (kQ5) {
+              w = j % 2 ? Q5HighCodes(line, Load256(sb + kILQ5BOffset + 64 * k + 32 * h), j / 2) : Q5LowCodes(line);
+            } else {
+              w = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(line, 4) : line, nibble);
+            }
 #pragma GCC unroll 8
             for (size_t v = 0; v < V; ++v) {
               const __m256i dot = _mm256_maddubs_epi16(w, _mm256_set1_epi32(LoadU32(xc[v].a[s].qs + 32 * j + 4 * k)));
-              pairs[v] = k == 0 ? dot : AddChain16(pairs[v], dot);
+              pairs[v] = k % kPerSum == 0 ? dot : AddChain16(pairs[v], dot);
+              if (k % kPerSum == kPerSum - 1) isum[v] = AddChain32(isum[v], _mm256_madd_epi16(pairs[v], sc));
             }
           }
-          const __m256i sc = SubBlockScale(hs, j, PairPattern(j % 4));
-#pragma GCC unroll 8
-          for (size_t v = 0; v < V; ++v) isum[v] = AddChain32(isum[v], _mm256_madd_epi16(pairs[v], sc));
         }
         for (size_t v = 0; v < V; ++v) {
-          sum[v] = FoldHalf(sb, h, hs, isum[v], xc[v].min_pairs[s], xc[v].a[s].d, sum[v]);
+          sum[v] = FoldHalf(sb, h, isum[v], MinSums(hs, xc[v].min_pairs[s]), xc[v].a[s].d, sum[v]);
         }
       }
       for (size_t v = 0; v < V; ++v) {
@@ -336,14 +432,14 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, siz
 // reference's arithmetic), the same f32 folds.
 constexpr size_t kTileVecs = 8;
 
-template <size_t V>
+template <bool kQ5, size_t V>
 HWY_NOINLINE void KTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb, size_t nsb, const KChunk* xc,
                         float* y, size_t y_stride, size_t row0, size_t valid_rows) {
   for (size_t r = 0; r < valid_rows; ++r) {
     float acc[V];
     for (size_t v = 0; v < V; ++v) acc[v] = cb == 0 ? 0.0f : y[v * y_stride + row0 + r];
     for (size_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = group + (cb + s) * InterleavedKSuperBytes;
+      const uint8_t* sb = group + (cb + s) * kSuperBytes<kQ5>;
       uint16_t d, dmin;
       std::memcpy(&d, sb + kILKDOffset + 2 * r, 2);
       std::memcpy(&dmin, sb + kILKDminOffset + 2 * r, 2);
@@ -360,7 +456,13 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb,
             // weight 32j + l: byte 32(j/2) + l of the row's qs, nibble j % 2
             const size_t byte = 32 * (j / 2) + l;
             const uint8_t code = sb[kILKCodesOffset + 64 * (byte / 4) + 4 * r + byte % 4];
-            dot += ((code >> (4 * (j % 2))) & 15) * a.qs[32 * j + l];
+            int w = (code >> (4 * (j % 2))) & 15;
+            if (kQ5) {
+              // A & 31, or A >> 5 with bits j − 1, j of B[l] on top
+              const uint8_t b = sb[kILQ5BOffset + 64 * (l / 4) + 4 * r + l % 4];
+              w = j % 2 ? code >> 5 | (b >> (j - 1) & 3) << 3 : code & 31;
+            }
+            dot += w * a.qs[32 * j + l];
           }
           isum += sc[j] * dot;
           msum += mn[j] * (a.bsums[2 * j] + a.bsums[2 * j + 1]);
@@ -374,7 +476,8 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb,
 }
 #endif
 
-// Q4_K for InterleavedKRows.
+// Q4_K (Q5_K: kQ5) for InterleavedKRows.
+template <bool kQ5>
 struct KFormat {
   using Chunk = KChunk;
   static constexpr size_t kTile = kq4il::kTile, kTileVecs = HWY_NAMESPACE::kTileVecs;
@@ -382,12 +485,13 @@ struct KFormat {
   template <size_t V>
   static void Tile(const MatrixView& /*m*/, const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb,
                    const Chunk* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
-    KTile<V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
+    KTile<kQ5, V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
   }
 };
 
 void KILRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
-  InterleavedKRows<KFormat>(m, x, n, y, row_begin, row_end);
+  if (m.type == WeightType::kQ5_K) return InterleavedKRows<KFormat<true>>(m, x, n, y, row_begin, row_end);
+  InterleavedKRows<KFormat<false>>(m, x, n, y, row_begin, row_end);
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
@@ -402,8 +506,9 @@ HWY_EXPORT(KILRowsT);
 
 void KQuantInterleavedRows(const MatrixView& w, const float* x, size_t n, float* y, size_t row_begin,
                            size_t row_end) {
-  if (w.type != WeightType::kQ4_K || w.layout != WeightLayout::kInterleaved16) {
-    std::fprintf(stderr, "%s:%d: %s: not an interleaved Q4_K matrix\n", __FILE__, __LINE__, WeightTypeName(w.type));
+  if ((w.type != WeightType::kQ4_K && w.type != WeightType::kQ5_K) || w.layout != WeightLayout::kInterleaved16) {
+    std::fprintf(stderr, "%s:%d: %s: not an interleaved Q4_K/Q5_K matrix\n", __FILE__, __LINE__,
+                 WeightTypeName(w.type));
     std::abort();
   }
   HWY_DYNAMIC_DISPATCH(KILRowsT)(w, x, n, y, row_begin, row_end);

@@ -1,4 +1,4 @@
-// Internal to simd/: products with Q4_K weights in the interleaved layout
+// Internal to simd/: products with Q4_K and Q5_K weights in the interleaved layout
 // (WeightLayout::kInterleaved16, model_kernels.h) on Q8_K activations, as
 // matvec_kquant.h computes them on kRows. model_kernels.cc routes MatVec and
 // MatMul here; callers use model_kernels.h.
@@ -13,7 +13,7 @@ namespace kvedge {
 
 // Y[v][w.rows] = X[v][w.cols] · Wᵀ for v < n, rows [row_begin, row_end) only
 // (row_begin a multiple of 16, row_end one too or w.rows); n = 1 is MatVec.
-// w: Q4_K in kInterleaved16. Per (row, vector) and super-block the exact
+// w: Q4_K or Q5_K in kInterleaved16. Per (row, vector) and super-block the exact
 // integer sums S = Σ sc·q_w·q_x and M = Σ min·bsum, folded in super-block
 // order as acc = fma(dw·dx, S, acc); acc = fma(−(dmin·dx), M, acc):
 // ref::MatVecRowsQ8K bit for bit, on every target and in every call shape.

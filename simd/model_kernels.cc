@@ -6,7 +6,7 @@
 //               (Q8_0/Q4_0 only)
 //               kInterleaved16        matvec_interleaved.cc
 //   kInt8K      Q2_K…Q6_K/IQ4_XS      matvec_kquant.cc, batched matmul_batch.cc
-//               Q4_K kInterleaved16   matvec_kquant_interleaved.cc
+//               Q4_K/Q5_K kInterleaved16  matvec_kquant_interleaved.cc
 //               Q6_K kInterleaved16   matvec_q6k_interleaved.cc
 //               Q3_K/Q2_K kInterleaved16  matvec_q23k_interleaved.cc
 //               IQ4_XS kInterleaved16  matvec_iq4xs_interleaved.cc
@@ -119,6 +119,7 @@ void MatMulRange(const MatrixView& w, const float* x, size_t n, float* y, size_t
 
 size_t InterleavedGroupBytes(WeightType t, size_t cols) {
   if (t == WeightType::kQ4_K) return cols / kSuperBlock * InterleavedKSuperBytes;
+  if (t == WeightType::kQ5_K) return cols / kSuperBlock * kILQ5SuperBytes;
   if (t == WeightType::kQ6_K) return (InterleavedQ6DOffset(cols / kSuperBlock) + cols / kSuperBlock * 32 + 63) / 64 * 64;
   if (t == WeightType::kQ3_K) return cols / kSuperBlock / 2 * kILQ3PairBytes + cols / kSuperBlock % 2 * (64 + kILQ3BodyBytes);
   if (t == WeightType::kQ2_K) return cols / kSuperBlock * kILQ2SuperBytes;

@@ -45,6 +45,17 @@ namespace kvedge {
 //         256 + 64v + 4r (GGUF's nibble pairs as they are: vector v's low
 //         nibbles are weights 64(v/8) + 4(v%8) + t of sub-block 2(v/8), its
 //         high nibbles the weights 32 further, of sub-block 2(v/8) + 1).
+//     Q5_K: Q4_K's super-block with its codes re-coded, kILQ5SuperBytes
+//       (2816 = 16 × 176) each: d, dmin and scales as Q4_K; the code bytes
+//       A (+256, where Q4_K has qs) and B (+2304: [8][16 rows][4 bytes],
+//       B[4u … 4u+3] of row r at 2304 + 64u + 4r) hold each row's 5-bit
+//       codes so that a kernel takes a code with fewer operations than
+//       GGUF's nibble + qh bit (EncodeQ5KCodes in weight_quant.h): for
+//       pair p (sub-blocks 2p and 2p + 1) and t < 32, with lo the code of
+//       weight 64p + t and hi that of weight 64p + 32 + t,
+//         A[32p + t] = lo | (hi & 7) << 5,  bits 2p, 2p + 1 of B[t] = hi >> 3;
+//       so code vector v (A's line v) gives lo = A & 31 and hi = A >> 5 with
+//       bits 2(v/8), 2(v/8) + 1 of B's line v%8 on top.
 //     Q6_K (super-blocks of 256): group g is its super-blocks' scales and
 //     codes in order, kILQ6SuperBytes (3328 = 16 × 208) each, then the d of
 //     all of them, [nsb][16 rows] f16 (so every super-block starts on a
@@ -87,11 +98,11 @@ struct MatrixView {
   WeightLayout layout = WeightLayout::kRows;
 };
 
-// The types with a kInterleaved16 layout: the legacy 32-blocks, Q4_K, Q6_K, Q3_K, Q2_K and IQ4_XS.
+// The types with a kInterleaved16 layout: the legacy 32-blocks, Q2_K … Q6_K and IQ4_XS.
 inline constexpr bool IsInterleavable(WeightType t) {
   return t == WeightType::kQ8_0 || t == WeightType::kQ4_0 || t == WeightType::kQ4_1 || t == WeightType::kQ5_0 ||
-         t == WeightType::kQ5_1 || t == WeightType::kIQ4_NL || t == WeightType::kQ4_K || t == WeightType::kQ6_K ||
-         t == WeightType::kQ3_K || t == WeightType::kQ2_K || t == WeightType::kIQ4_XS;
+         t == WeightType::kQ5_1 || t == WeightType::kIQ4_NL || t == WeightType::kQ4_K || t == WeightType::kQ5_K ||
+         t == WeightType::kQ6_K || t == WeightType::kQ3_K || t == WeightType::kQ2_K || t == WeightType::kIQ4_XS;
 }
 // Q3_K's interleaved pairs of super-blocks (the layout above): d of
 // super-block s and its body, relative to the group; the body's parts.
@@ -112,6 +123,8 @@ inline constexpr size_t kILXDOffset = 0, kILXScalesHOffset = 32, kILXScalesLOffs
 // Interleaved*Offset functions below describe the legacy 32-blocks only.
 inline constexpr size_t InterleavedKSuperBytes = 16 * 144;
 inline constexpr size_t kILKDOffset = 0, kILKDminOffset = 32, kILKScalesOffset = 64, kILKCodesOffset = 256;
+// Q5_K's: Q4_K's parts at the same offsets (its code bytes A where Q4_K has qs), then B.
+inline constexpr size_t kILQ5SuperBytes = 16 * 176, kILQ5BOffset = InterleavedKSuperBytes;
 // Q6_K's interleaved super-block of 16 rows without its d (layout above),
 // the offsets inside it, and where the d array of a group starts.
 inline constexpr size_t kILQ6SuperBytes = 16 * 208;

@@ -113,27 +113,42 @@ int QuantCode(const MatrixView& w, size_t r, size_t c, float* d, float* m) {
   return BlockCode(w.type, RowPtr(w, r) + c / kQuantBlock * block_bytes, static_cast<int>(c % kQuantBlock), d, m);
 }
 
+namespace {
+
+// Super-block s of row r of an interleaved K-quant matrix (Q2_K … Q6_K, IQ4_XS) read
+// back into its GGUF bytes; out holds the type's block_bytes.
+void ReadInterleavedSuperBlock(const MatrixView& w, size_t r, size_t s, uint8_t* out) {
+  switch (w.type) {
+    case WeightType::kQ4_K: {
+      BlockQ4_K b;
+      ReadInterleavedQ4K(w, r, s, &b);
+      std::memcpy(out, &b, sizeof(b));
+      return;
+    }
+    case WeightType::kQ5_K: {
+      BlockQ5_K b;
+      ReadInterleavedQ5K(w, r, s, &b);
+      std::memcpy(out, &b, sizeof(b));
+      return;
+    }
+    case WeightType::kQ6_K: {
+      BlockQ6_K b;
+      ReadInterleavedQ6K(w, r, s, &b);
+      std::memcpy(out, &b, sizeof(b));
+      return;
+    }
+    default: ReadInterleavedQ23K(w, r, s, out);
+  }
+}
+
+}  // namespace
+
 float DequantizeWeight(const MatrixView& w, size_t r, size_t c) {
-  if (w.layout == WeightLayout::kInterleaved16 && w.type == WeightType::kQ4_K) {
-    BlockQ4_K block;
+  if (w.layout == WeightLayout::kInterleaved16 && GetWeightFormat(w.type).kernel == WeightKernel::kInt8K) {
+    alignas(8) uint8_t block[sizeof(BlockQ6_K)];  // the largest K-quant block
     float values[kSuperBlock];
-    ReadInterleavedQ4K(w, r, c / kSuperBlock, &block);
-    GetWeightFormat(w.type).dequantize(&block, values, kSuperBlock);
-    return values[c % kSuperBlock];
-  }
-  if (w.layout == WeightLayout::kInterleaved16 && w.type == WeightType::kQ6_K) {
-    BlockQ6_K block;
-    float values[kSuperBlock];
-    ReadInterleavedQ6K(w, r, c / kSuperBlock, &block);
-    GetWeightFormat(w.type).dequantize(&block, values, kSuperBlock);
-    return values[c % kSuperBlock];
-  }
-  if (w.layout == WeightLayout::kInterleaved16 &&
-      (w.type == WeightType::kQ3_K || w.type == WeightType::kQ2_K || w.type == WeightType::kIQ4_XS)) {
-    BlockIQ4_XS block;  // the largest of the three
-    float values[kSuperBlock];
-    ReadInterleavedQ23K(w, r, c / kSuperBlock, &block);
-    GetWeightFormat(w.type).dequantize(&block, values, kSuperBlock);
+    ReadInterleavedSuperBlock(w, r, c / kSuperBlock, block);
+    GetWeightFormat(w.type).dequantize(block, values, kSuperBlock);
     return values[c % kSuperBlock];
   }
   if (w.layout == WeightLayout::kInterleaved16) {
@@ -305,8 +320,8 @@ KSums IQ4XSSums(const BlockIQ4_XS& b, const BlockQ8_K& a) {
 void MatVecRowsQ8K(const MatrixView& w, const float* x, float* y, size_t row_begin, size_t row_end) {
   const bool interleaved = w.layout == WeightLayout::kInterleaved16;
   if (GetWeightFormat(w.type).kernel != WeightKernel::kInt8K || (interleaved && !IsInterleavable(w.type))) {
-    std::fprintf(stderr, "%s:%d: Q8_K reference needs a Q2_K … Q6_K or IQ4_XS matrix in rows (or Q2_K/Q3_K/Q4_K/Q6_K/"
-                 "IQ4_XS interleaved)\n", __FILE__, __LINE__);
+    std::fprintf(stderr, "%s:%d: Q8_K reference needs a Q2_K … Q6_K or IQ4_XS matrix in rows (or interleaved)\n",
+                 __FILE__, __LINE__);
     std::abort();
   }
   const size_t nsb = w.cols / kSuperBlock;
@@ -318,19 +333,7 @@ void MatVecRowsQ8K(const MatrixView& w, const float* x, float* y, size_t row_beg
     const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * row_bytes;
     if (interleaved) {
       const size_t block_bytes = GetWeightFormat(w.type).block_bytes;
-      for (size_t s = 0; s < nsb; ++s) {
-        if (w.type == WeightType::kQ4_K) {
-          BlockQ4_K b;
-          ReadInterleavedQ4K(w, r, s, &b);
-          std::memcpy(read_back.data() + s * block_bytes, &b, block_bytes);
-        } else if (w.type == WeightType::kQ6_K) {
-          BlockQ6_K b;
-          ReadInterleavedQ6K(w, r, s, &b);
-          std::memcpy(read_back.data() + s * block_bytes, &b, block_bytes);
-        } else {
-          ReadInterleavedQ23K(w, r, s, read_back.data() + s * block_bytes);
-        }
-      }
+      for (size_t s = 0; s < nsb; ++s) ReadInterleavedSuperBlock(w, r, s, read_back.data() + s * block_bytes);
       row = read_back.data();
     }
     float acc = 0.0f;

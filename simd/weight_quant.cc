@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "simd/float16.h"
 
@@ -22,9 +23,25 @@ void CheckBlockMultiple(size_t n, const char* what) {
   }
 }
 
-// InterleaveGroups for Q4_K (layout: model_kernels.h): each row's 144-byte
-// super-block spread over its group's super-block, byte for byte.
-void InterleaveGroupsQ4K(const MatrixView& src, size_t group_begin, size_t group_end, uint8_t* dst) {
+// Where the bytes of a Q4_K / Q5_K super-block go in its 16-row group's
+// super-block (layout: model_kernels.h), row i: copy(group_offset,
+// block_offset, bytes) per run.
+template <class Block, class F>
+void ForQ45KRuns(size_t i, const F& copy) {
+  copy(kILKDOffset + 2 * i, offsetof(Block, d), 2);
+  copy(kILKDminOffset + 2 * i, offsetof(Block, dmin), 2);
+  for (size_t k = 0; k < 3; ++k) copy(kILKScalesOffset + 64 * k + 4 * i, offsetof(Block, scales) + 4 * k, 4);
+  for (size_t v = 0; v < 32; ++v) copy(kILKCodesOffset + 64 * v + 4 * i, offsetof(Block, qs) + 4 * v, 4);
+  if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+    for (size_t u = 0; u < 8; ++u) copy(kILQ5BOffset + 64 * u + 4 * i, offsetof(Block, qh) + 4 * u, 4);
+  }
+}
+
+// InterleaveGroups for Q4_K and Q5_K: each row's super-block spread over its
+// group's super-block, byte for byte (Q5_K's codes re-coded first,
+// EncodeQ5KCodes).
+template <class Block>
+void InterleaveGroupsQ45K(const MatrixView& src, size_t group_begin, size_t group_end, uint8_t* dst) {
   const size_t nsb = src.cols / kSuperBlock;
   const size_t row_bytes = WeightRowBytes(src.type, src.cols);
   const size_t group_bytes = InterleavedGroupBytes(src.type, src.cols);
@@ -36,14 +53,17 @@ void InterleaveGroupsQ4K(const MatrixView& src, size_t group_begin, size_t group
     // loader's fresh pages are written once.
     if ((g + 1) * kInterleaveRows > src.rows) std::fill(group, group + group_bytes, uint8_t{0});
     for (size_t i = 0; i < kInterleaveRows && g * kInterleaveRows + i < src.rows; ++i) {
-      const auto* blocks = reinterpret_cast<const BlockQ4_K*>(rows + (g * kInterleaveRows + i) * row_bytes);
+      const uint8_t* row = rows + (g * kInterleaveRows + i) * row_bytes;
       for (size_t s = 0; s < nsb; ++s) {
-        const BlockQ4_K& b = blocks[s];
-        uint8_t* sb = group + s * InterleavedKSuperBytes;
-        std::memcpy(sb + kILKDOffset + 2 * i, &b.d, 2);
-        std::memcpy(sb + kILKDminOffset + 2 * i, &b.dmin, 2);
-        for (size_t k = 0; k < 3; ++k) std::memcpy(sb + kILKScalesOffset + 64 * k + 4 * i, b.scales + 4 * k, 4);
-        for (size_t v = 0; v < 32; ++v) std::memcpy(sb + kILKCodesOffset + 64 * v + 4 * i, b.qs + 4 * v, 4);
+        uint8_t* sb = group + s * sizeof(Block) * kInterleaveRows;
+        Block block;
+        std::memcpy(&block, row + s * sizeof(Block), sizeof(Block));
+        if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+          const Block gguf = block;
+          EncodeQ5KCodes(gguf.qs, gguf.qh, block.qs, block.qh);
+        }
+        const auto* bytes = reinterpret_cast<const uint8_t*>(&block);
+        ForQ45KRuns<Block>(i, [&](size_t to, size_t from, size_t n) { std::memcpy(sb + to, bytes + from, n); });
       }
     }
   }
@@ -148,15 +168,61 @@ void ReadInterleavedQ23K(const MatrixView& w, size_t r, size_t s, void* out) {
   });
 }
 
-void ReadInterleavedQ4K(const MatrixView& w, size_t r, size_t s, BlockQ4_K* out) {
+namespace {
+
+template <class Block>
+void ReadInterleavedQ45K(const MatrixView& w, size_t r, size_t s, Block* out) {
   const uint8_t* sb = static_cast<const uint8_t*>(w.data) + r / kInterleaveRows * InterleavedGroupBytes(w.type, w.cols) +
-                      s * InterleavedKSuperBytes;
-  const size_t i = r % kInterleaveRows;
-  std::memcpy(&out->d, sb + kILKDOffset + 2 * i, 2);
-  std::memcpy(&out->dmin, sb + kILKDminOffset + 2 * i, 2);
-  for (size_t k = 0; k < 3; ++k) std::memcpy(out->scales + 4 * k, sb + kILKScalesOffset + 64 * k + 4 * i, 4);
-  for (size_t v = 0; v < 32; ++v) std::memcpy(out->qs + 4 * v, sb + kILKCodesOffset + 64 * v + 4 * i, 4);
+                      s * sizeof(Block) * kInterleaveRows;
+  auto* block = reinterpret_cast<uint8_t*>(out);
+  ForQ45KRuns<Block>(r % kInterleaveRows,
+                     [&](size_t from, size_t to, size_t n) { std::memcpy(block + to, sb + from, n); });
+  if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+    uint8_t a[sizeof(out->qs)], b[sizeof(out->qh)];
+    std::memcpy(a, out->qs, sizeof(a));
+    std::memcpy(b, out->qh, sizeof(b));
+    DecodeQ5KCodes(a, b, out->qs, out->qh);
+  }
 }
+
+}  // namespace
+
+void EncodeQ5KCodes(const uint8_t* qs, const uint8_t* qh, uint8_t* a, uint8_t* b) {
+  // 8 weight positions t at a time, one per byte of a 64-bit word (every
+  // shift is masked back inside its byte); the loader runs this over every
+  // Q5_K super-block, where a byte loop cost a third of Q5_K_M's load.
+  constexpr uint64_t k01 = 0x0101010101010101ull, k07 = 0x0707070707070707ull, k0f = 0x0F0F0F0F0F0F0F0Full;
+  for (int w = 0; w < 4; ++w) {
+    uint64_t h, bits = 0;
+    std::memcpy(&h, qh + 8 * w, 8);
+    for (int p = 0; p < 4; ++p) {
+      uint64_t q;
+      std::memcpy(&q, qs + 32 * p + 8 * w, 8);
+      const uint64_t lo = (q & k0f) | (h >> (2 * p) & k01) << 4;       // the low nibble's code
+      const uint64_t hi_low3 = q >> 4 & k07;                            // the high nibble's code & 7
+      const uint64_t hi_top2 = (q >> 7 & k01) | (h >> (2 * p + 1) & k01) << 1;  // … >> 3
+      const uint64_t code = lo | hi_low3 << 5;
+      std::memcpy(a + 32 * p + 8 * w, &code, 8);
+      bits |= hi_top2 << (2 * p);
+    }
+    std::memcpy(b + 8 * w, &bits, 8);
+  }
+}
+
+void DecodeQ5KCodes(const uint8_t* a, const uint8_t* b, uint8_t* qs, uint8_t* qh) {
+  std::fill(qh, qh + 32, uint8_t{0});
+  for (int p = 0; p < 4; ++p) {
+    for (int t = 0; t < 32; ++t) {
+      const int lo = a[32 * p + t] & 31;
+      const int hi = a[32 * p + t] >> 5 | (b[t] >> (2 * p) & 3) << 3;
+      qs[32 * p + t] = static_cast<uint8_t>((lo & 15) | (hi & 15) << 4);
+      qh[t] = static_cast<uint8_t>(qh[t] | (lo >> 4) << (2 * p) | (hi >> 4) << (2 * p + 1));
+    }
+  }
+}
+
+void ReadInterleavedQ4K(const MatrixView& w, size_t r, size_t s, BlockQ4_K* out) { ReadInterleavedQ45K(w, r, s, out); }
+void ReadInterleavedQ5K(const MatrixView& w, size_t r, size_t s, BlockQ5_K* out) { ReadInterleavedQ45K(w, r, s, out); }
 
 void QuantizeRowQ8_0(const float* x, size_t n, BlockQ8_0* out) {
   CheckBlockMultiple(n, "QuantizeRowQ8_0");
@@ -202,7 +268,8 @@ void InterleaveGroups(const MatrixView& src, size_t group_begin, size_t group_en
                  WeightTypeName(src.type));
     std::abort();
   }
-  if (src.type == WeightType::kQ4_K) return InterleaveGroupsQ4K(src, group_begin, group_end, dst);
+  if (src.type == WeightType::kQ4_K) return InterleaveGroupsQ45K<BlockQ4_K>(src, group_begin, group_end, dst);
+  if (src.type == WeightType::kQ5_K) return InterleaveGroupsQ45K<BlockQ5_K>(src, group_begin, group_end, dst);
   if (src.type == WeightType::kQ6_K) return InterleaveGroupsQ6K(src, group_begin, group_end, dst);
   if (src.type == WeightType::kQ3_K || src.type == WeightType::kQ2_K || src.type == WeightType::kIQ4_XS) {
     return InterleaveGroupsQ23K(src, group_begin, group_end, dst);

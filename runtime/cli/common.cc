@@ -24,8 +24,9 @@ void AddModelFlags(CLI::App* app, ModelFlags* f, bool required) {
   app->add_option("--tokenizer-pre", f->tokenizer_pre,
                   "Pre-tokenizer to use instead of the GGUF's tokenizer.ggml.pre (llama-bpe, qwen2, gpt-2…)");
   app->add_flag("--no-repack", f->no_repack,
-                "Use Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/Q4_K/Q3_K/Q2_K weights in place from the file instead of copying them into "
-                "the interleaved layout the x86 kernels read faster (shares the page cache, slower on those CPUs)");
+                "Use the quantized weights (Q8_0 … Q5_1, IQ4_NL, Q2_K … Q6_K, IQ4_XS) in place from the file instead of "
+                "copying them into the interleaved layout the x86 kernels read faster (shares the page cache, slower on "
+                "those CPUs)");
 }
 
 void AddSamplingFlags(CLI::App* app, SamplingFlags* f, const char* seed_note) {

@@ -14,7 +14,7 @@
 namespace kvedge {
 
 struct LoadOptions {
-  // Copy the IsInterleavable matrices (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q6_K, Q3_K, Q2_K, IQ4_XS)
+  // Copy the IsInterleavable matrices (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K … Q6_K, IQ4_XS)
   // into the kInterleaved16 layout when this CPU's kernels are faster on it
   // (InterleavedWeightsPreferred(): x86 from AVX2 on).
   // The copies replace the mapped bytes in the resident set (their pages are

@@ -389,6 +389,16 @@ TEST(WeightTypesTest, Q3KMAndQ2KRepackedGiveTheSameLogits) {
   }
 }
 
+// Q5_K matrices repacked at load give the same logits as the file's rows,
+// bit for bit (matvec_kquant_interleaved.cc is ref::MatVecRowsQ8K exactly,
+// in MatVec and in the prefill MatMul; the file's Q6_K as above).
+TEST(WeightTypesTest, Q5KMRepackedGivesTheSameLogits) {
+  std::vector<size_t> counts;
+  ASSERT_NO_FATAL_FAILURE(ExpectRepackedGivesTheSameLogits("models/stories260K-pad256-Q5_K_M.gguf",
+                                                           {WeightType::kQ5_K, WeightType::kQ6_K}, &counts));
+  EXPECT_GT(counts[0], 0u);
+}
+
 // IQ4_XS matrices repacked at load give the same logits as the file's
 // rows, bit for bit (matvec_iq4xs_interleaved.cc is ref::MatVecRowsQ8K
 // exactly, in MatVec and in the prefill MatMul).

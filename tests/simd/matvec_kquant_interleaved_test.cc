@@ -1,4 +1,4 @@
-// Q4_K and Q6_K in the interleaved layout (kInterleaved16,
+// Q4_K, Q5_K and Q6_K in the interleaved layout (kInterleaved16,
 // matvec_kquant_interleaved.cc, matvec_q6k_interleaved.cc):
 // the layout round trip, and per compiled Highway target (the fixture
 // restricts dispatch to that target) MatVec against llama.cpp's integer dot
@@ -36,11 +36,12 @@ namespace kvedge {
 namespace {
 
 // The K-quants with an interleaved layout.
-const WeightType kILKTypes[] = {WeightType::kQ4_K, WeightType::kQ6_K};
+const WeightType kILKTypes[] = {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K};
 
 // Super-block s of row r of an interleaved matrix in GGUF bytes.
 void ReadBack(const MatrixView& w, size_t r, size_t s, uint8_t* out) {
   if (w.type == WeightType::kQ6_K) return ReadInterleavedQ6K(w, r, s, reinterpret_cast<BlockQ6_K*>(out));
+  if (w.type == WeightType::kQ5_K) return ReadInterleavedQ5K(w, r, s, reinterpret_cast<BlockQ5_K*>(out));
   ReadInterleavedQ4K(w, r, s, reinterpret_cast<BlockQ4_K*>(out));
 }
 
@@ -80,6 +81,40 @@ TEST(KQuantInterleavedLayoutTest, RoundTrip) {
   }
 }
 
+// Q5_K's re-coded codes (model_kernels.h): every (qs byte, its two qh
+// bits) of every pair decodes to the code GGUF's bits give and encodes
+// back; and the two bytes are each other's inverse on random blocks.
+TEST(KQuantInterleavedLayoutTest, Q5KCodesRoundTrip) {
+  for (int p = 0; p < 4; ++p) {
+    for (int v = 0; v < 256 * 4; ++v) {
+      uint8_t qs[128] = {}, qh[32] = {}, a[128], b[32], qs2[128], qh2[32];
+      qs[32 * p + 5] = static_cast<uint8_t>(v & 255);
+      qh[5] = static_cast<uint8_t>((v >> 8) << (2 * p));
+      EncodeQ5KCodes(qs, qh, a, b);
+      const int lo = (v & 15) | (v >> 8 & 1) << 4, hi = (v >> 4 & 15) | (v >> 9 & 1) << 4;
+      ASSERT_EQ(a[32 * p + 5] & 31, lo) << p << " " << v;
+      ASSERT_EQ(a[32 * p + 5] >> 5 | (b[5] >> (2 * p) & 3) << 3, hi) << p << " " << v;
+      DecodeQ5KCodes(a, b, qs2, qh2);
+      ASSERT_EQ(0, std::memcmp(qs, qs2, sizeof(qs)));
+      ASSERT_EQ(0, std::memcmp(qh, qh2, sizeof(qh)));
+    }
+  }
+  std::mt19937 rng(5);
+  for (int i = 0; i < 100; ++i) {
+    uint8_t x[128], y[32], qs[128], qh[32], a[128], b[32];
+    for (uint8_t& c : x) c = static_cast<uint8_t>(rng());
+    for (uint8_t& c : y) c = static_cast<uint8_t>(rng());
+    EncodeQ5KCodes(x, y, a, b);
+    DecodeQ5KCodes(a, b, qs, qh);
+    ASSERT_EQ(0, std::memcmp(x, qs, sizeof(x)));
+    ASSERT_EQ(0, std::memcmp(y, qh, sizeof(y)));
+    DecodeQ5KCodes(x, y, qs, qh);
+    EncodeQ5KCodes(qs, qh, a, b);
+    ASSERT_EQ(0, std::memcmp(x, a, sizeof(x)));
+    ASSERT_EQ(0, std::memcmp(y, b, sizeof(y)));
+  }
+}
+
 }  // namespace
 }  // namespace kvedge
 #endif  // KVEDGE_TESTS_SIMD_MATVEC_KQUANT_INTERLEAVED_TEST_HELPERS_
@@ -99,7 +134,7 @@ void TestInterleavedKEqualsQ8KReference() {
                                             {std::begin(kCols), std::end(kCols)}, 73);
 }
 
-// Extreme blocks: every byte but d (and Q4_K's dmin) 0x00, 0xFF, 0xAA, 0x55
+// Extreme blocks: every byte but d (and Q4_K's and Q5_K's dmin) 0x00, 0xFF, 0xAA, 0x55
 // or 0x80 (largest codes, scales and mins at once; Q6_K's scales −1, −86,
 // 85, −128) against activations whose codes are all ±127/128 (one sign,
 // alternating, by halves of 32): the largest int16 pair sums of the AVX2
@@ -109,9 +144,9 @@ void TestInterleavedKExtremeBlocks() {
   const size_t cols = 2 * kSuperBlock, rows = 19;
   for (WeightType t : kILKTypes) {
     const size_t block_bytes = WeightRowBytes(t, kSuperBlock);
-    // The bytes after Q4_K's d and dmin; before Q6_K's d.
-    const size_t fill_begin = t == WeightType::kQ4_K ? 4 : 0;
-    const size_t fill_end = t == WeightType::kQ4_K ? block_bytes : block_bytes - 2;
+    // The bytes after Q4_K's and Q5_K's d and dmin; before Q6_K's d.
+    const size_t fill_begin = t == WeightType::kQ6_K ? 0 : 4;
+    const size_t fill_end = t == WeightType::kQ6_K ? block_bytes - 2 : block_bytes;
     for (uint8_t fill : {uint8_t{0x00}, uint8_t{0xFF}, uint8_t{0xAA}, uint8_t{0x55}, uint8_t{0x80}}) {
       TestMatrix m = RandomMatrix(t, rows, cols, rng);
       for (size_t off = 0; off < m.bytes.size(); off += block_bytes) {
