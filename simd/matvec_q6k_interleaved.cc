@@ -3,13 +3,14 @@
 // (QuantizeRowQ8KFast, matvec_kquant.h); matvec_kquant_interleaved.cc's
 // scheme for Q4_K, with Q6_K's codes.
 //
-// One row per int32 lane: a 64-byte line holds 4 ql bytes (or 4 qh bytes)
-// of each of 16 rows. Weight 128h + 32q + 16k + 4t + b (h, k < 2; q < 4;
-// t < 4) of a row is nibble q/2 of its ql byte 64h + 32(q%2) + 16k + 4t + b
-// with bits 2q, 2q + 1 of its qh byte 32h + 16k + 4t + b on top, and scale
-// g = 8h + 2q + k covers the 16 weights of (h, q, k): 4 ql lines and 4 qh
-// lines give the 16 rows' unsigned codes 0…63 of group g, which meet the
-// broadcast activation codes:
+// One row per int32 lane: a 64-byte line holds 4 code bytes A (or 4 B) of
+// each of 16 rows, the codes re-coded at repack (model_kernels.h). Weight
+// 128h + 32q + 16k + 4t + b (h, k < 2; q < 4; t < 4) of a row has its code
+// in A byte 64h + 32(q%2) + 16k + 4t + b: the low 6 bits for q < 2, the top
+// two bits for q ≥ 2 with nibble q − 2 of B byte 32h + 16k + 4t + b below
+// them; scale g = 8h + 2q + k covers the 16 weights of (h, q, k): 4 A lines
+// (and for q ≥ 2 4 B lines) give the 16 rows' unsigned codes 0…63 of group
+// g, which meet the broadcast activation codes:
 //   AVX3_DL: 4 vpdpbusd from −32·bsum_g (so the dot is Σ (q − 32)·q_x),
 //     times the row's sign-extended scale (vpmulld), added to S;
 //   AVX2 (and AVX3 without VNNI, on 256-bit vectors): 4 vpmaddubsw summed
@@ -120,8 +121,9 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void Q6Tile(const uint8_t* group, size_t group_
   for (size_t v = 0; v < V; ++v) {
     sum[v] = cb == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, y + v * y_stride + row0);
   }
-  const __m512i nibble = _mm512_set1_epi8(15);
+  const __m512i nibble = _mm512_set1_epi8(15), k3f = _mm512_set1_epi8(63);
   constexpr long long kHighNibble = 0x1020408000000000ll;  // GF(2) affine: bit i ← bit i + 4 (i < 4)
+  constexpr long long kTopBits = 0x40800000ll;              // bits 6, 7 → bits 4, 5, the rest zero
   const uint8_t* d_array = group + InterleavedQ6DOffset(nsb_row);
   for (size_t s = 0; s < nsb; ++s) {
     const uint8_t* sb = group + (cb + s) * kILQ6SuperBytes;
@@ -145,15 +147,18 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void Q6Tile(const uint8_t* group, size_t group_
           const size_t g = 8 * h + 2 * q + k;
           const __m512i word = _mm512_load_si512(sb + kILQ6ScalesOffset + 64 * (g / 4));
           const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(word, static_cast<unsigned>(24 - 8 * (g % 4))), 24);
-          // GF(2) affine: bits 2q, 2q + 1 → bits 4, 5, the rest zero.
-          const long long high_bits = static_cast<long long>((1ull << (2 * q)) << 24 | (1ull << (2 * q + 1)) << 16);
           __m512i w[4];
           for (size_t t = 0; t < 4; ++t) {
-            const __m512i ql = _mm512_load_si512(sb + kILQ6QlOffset + 64 * (16 * h + 8 * (q % 2) + 4 * k + t));
-            const __m512i qh = _mm512_load_si512(sb + kILQ6QhOffset + 64 * (8 * h + 4 * k + t));
-            const __m512i lo = q < 2 ? ql : _mm512_gf2p8affine_epi64_epi8(ql, _mm512_set1_epi64(kHighNibble), 0);
-            const __m512i hi = _mm512_gf2p8affine_epi64_epi8(qh, _mm512_set1_epi64(high_bits), 0);
-            w[t] = _mm512_ternarylogic_epi32(lo, hi, nibble, 0xEC);  // (lo & 15) | hi
+            const __m512i a = _mm512_load_si512(sb + kILQ6AOffset + 64 * (16 * h + 8 * (q % 2) + 4 * k + t));
+            if (q < 2) {
+              w[t] = _mm512_and_si512(a, k3f);
+            } else {
+              // B's nibble q − 2 with A's top two bits above it (GF(2) affine).
+              const __m512i b = _mm512_load_si512(sb + kILQ6BOffset + 64 * (8 * h + 4 * k + t));
+              const __m512i top = _mm512_gf2p8affine_epi64_epi8(a, _mm512_set1_epi64(kTopBits), 0);
+              w[t] = q == 2 ? _mm512_ternarylogic_epi32(b, top, nibble, 0xEC)  // (b & 15) | top
+                            : _mm512_or_si512(_mm512_gf2p8affine_epi64_epi8(b, _mm512_set1_epi64(kHighNibble), 0), top);
+            }
           }
           for (size_t v = 0; v < V; ++v) {
             const int8_t* x8 = xc[v].a[s].qs + 128 * h + 32 * q + 16 * k;
@@ -214,15 +219,15 @@ HWY_INLINE __m256i Q6Scale(const uint8_t* sb, size_t off, size_t g) {
 }
 
 // Code vector t (weights 4t … 4t + 3 of each row) of scale group (h, q, k)
-// for a row half: ql's nibble q / 2 with qh's bits 2q, 2q + 1 at bits 4, 5
-// (16-bit shifts: what crosses a byte boundary is masked off).
+// for a row half: A & 63 for q < 2; for q ≥ 2 B's nibble q − 2 with A's top
+// two bits at bits 4, 5 (16-bit shifts: what crosses a byte boundary is
+// masked off).
 HWY_INLINE __m256i Q6Codes(const uint8_t* sb, size_t off, size_t h, size_t q, size_t k, size_t t) {
-  const __m256i nibble = _mm256_set1_epi8(15), high = _mm256_set1_epi8(0x30);
-  const __m256i ql = Q6Load256(sb + kILQ6QlOffset + 64 * (16 * h + 8 * (q % 2) + 4 * k + t) + off);
-  const __m256i qh = Q6Load256(sb + kILQ6QhOffset + 64 * (8 * h + 4 * k + t) + off);
-  const __m256i lo = _mm256_and_si256(q < 2 ? ql : _mm256_srli_epi16(ql, 4), nibble);
-  const __m256i hi = q == 3 ? _mm256_srli_epi16(qh, 2) : _mm256_slli_epi16(qh, static_cast<int>(4 - 2 * q));
-  return _mm256_or_si256(lo, _mm256_and_si256(hi, high));
+  const __m256i a = Q6Load256(sb + kILQ6AOffset + 64 * (16 * h + 8 * (q % 2) + 4 * k + t) + off);
+  if (q < 2) return _mm256_and_si256(a, _mm256_set1_epi8(63));
+  const __m256i b = Q6Load256(sb + kILQ6BOffset + 64 * (8 * h + 4 * k + t) + off);
+  const __m256i low = _mm256_and_si256(q == 2 ? b : _mm256_srli_epi16(b, 4), _mm256_set1_epi8(15));
+  return _mm256_or_si256(low, _mm256_and_si256(_mm256_srli_epi16(a, 2), _mm256_set1_epi8(0x30)));
 }
 
 // sum + dw·dx·(S − 32·Σ_g sc_g·bsums[g]) for a row half (off, d: its byte
@@ -379,9 +384,9 @@ HWY_NOINLINE void Q6Tile(const uint8_t* group, size_t /*group_bytes*/, size_t ns
         for (int i = 0; i < kSuperBlock; ++i) {
           const int half = i / 128, quarter = (i % 128) / 32, l = i % 32;
           const size_t lbyte = 64 * half + l + 32 * (quarter & 1), hbyte = 32 * half + l;
-          const uint8_t low = sb[kILQ6QlOffset + 64 * (lbyte / 4) + 4 * r + lbyte % 4];
-          const uint8_t hb = sb[kILQ6QhOffset + 64 * (hbyte / 4) + 4 * r + hbyte % 4];
-          const int code = (quarter < 2 ? low & 15 : low >> 4) | ((hb >> (2 * quarter)) & 3) << 4;
+          const uint8_t ab = sb[kILQ6AOffset + 64 * (lbyte / 4) + 4 * r + lbyte % 4];
+          const uint8_t bb = sb[kILQ6BOffset + 64 * (hbyte / 4) + 4 * r + hbyte % 4];
+          const int code = quarter < 2 ? ab & 63 : (bb >> (4 * (quarter - 2)) & 15) | (ab >> 6) << 4;
           const size_t g = static_cast<size_t>(8 * half + l / 16 + 2 * quarter);
           const auto sc = static_cast<int8_t>(sb[kILQ6ScalesOffset + 64 * (g / 4) + 4 * r + g % 4]);
           isum += sc * (code - 32) * a.qs[i];

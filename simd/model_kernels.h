@@ -63,9 +63,18 @@ namespace kvedge {
 //     lines; the only bytes kRows does not have):
 //       +0 scales: [4 words][16 rows][4 bytes], int8 scales[4k … 4k+3] of
 //         row r at 64k + 4r;
-//       +256 ql: [32][16 rows][4 bytes], ql[4v … 4v+3] of row r at
-//         256 + 64v + 4r; +2304 qh: [16][16 rows][4 bytes], qh[4u … 4u+3]
-//         at 2304 + 64u + 4r (GGUF's bits as they are).
+//       +256 A: [32][16 rows][4 bytes], A[4v … 4v+3] of row r at
+//         256 + 64v + 4r; +2304 B: [16][16 rows][4 bytes], B[4u … 4u+3]
+//         at 2304 + 64u + 4r: the row's 6-bit codes re-coded from GGUF's
+//         ql/qh so that a kernel takes them with fewer operations
+//         (EncodeQ6KCodes in weight_quant.h). GGUF's code c_q of weight
+//         128h + 32q + l (q < 4, l < 32) is a nibble of ql byte
+//         64h + 32(q%2) + l with bits 2q, 2q + 1 of qh byte 32h + l on top;
+//         here, for m < 2,
+//           A[64h + 32m + l] = c_m | (c_{m+2} >> 4) << 6,
+//           B[32h + l] = (c_2 & 15) | (c_3 & 15) << 4,
+//         so c_0, c_1 = A & 63, and c_2, c_3 are a nibble of B with A's top
+//         two bits (A >> 6) above it.
 //     Q3_K (InterleavedQ3K*): group g is its super-blocks in pairs (an odd
 //       last one alone, its second d zero), 3520 bytes = 16 × 2 × 110 per
 //       pair p at p·3520: +0 d of 2p [16 rows] f16, +32 d of 2p + 1, then
@@ -128,7 +137,7 @@ inline constexpr size_t kILQ5SuperBytes = 16 * 176, kILQ5BOffset = InterleavedKS
 // Q6_K's interleaved super-block of 16 rows without its d (layout above),
 // the offsets inside it, and where the d array of a group starts.
 inline constexpr size_t kILQ6SuperBytes = 16 * 208;
-inline constexpr size_t kILQ6ScalesOffset = 0, kILQ6QlOffset = 256, kILQ6QhOffset = 2304;
+inline constexpr size_t kILQ6ScalesOffset = 0, kILQ6AOffset = 256, kILQ6BOffset = 2304;
 inline constexpr size_t InterleavedQ6DOffset(size_t nsb) { return nsb * kILQ6SuperBytes; }
 // Q4_1/Q5_1: a per-block f16 min m (w = d·q + m) after the scales.
 inline constexpr bool InterleavedHasMin(WeightType t) { return t == WeightType::kQ4_1 || t == WeightType::kQ5_1; }

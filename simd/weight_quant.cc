@@ -69,7 +69,8 @@ void InterleaveGroupsQ45K(const MatrixView& src, size_t group_begin, size_t grou
   }
 }
 
-// InterleaveGroups for Q6_K (layout: model_kernels.h), byte for byte.
+// InterleaveGroups for Q6_K (layout: model_kernels.h): byte for byte, its
+// codes re-coded (EncodeQ6KCodes).
 void InterleaveGroupsQ6K(const MatrixView& src, size_t group_begin, size_t group_end, uint8_t* dst) {
   const size_t nsb = src.cols / kSuperBlock;
   const size_t row_bytes = WeightRowBytes(src.type, src.cols);
@@ -91,8 +92,10 @@ void InterleaveGroupsQ6K(const MatrixView& src, size_t group_begin, size_t group
         uint8_t* sb = group + s * kILQ6SuperBytes;
         std::memcpy(group + InterleavedQ6DOffset(nsb) + 32 * s + 2 * i, &b.d, 2);
         for (size_t k = 0; k < 4; ++k) std::memcpy(sb + kILQ6ScalesOffset + 64 * k + 4 * i, b.scales + 4 * k, 4);
-        for (size_t v = 0; v < 32; ++v) std::memcpy(sb + kILQ6QlOffset + 64 * v + 4 * i, b.ql + 4 * v, 4);
-        for (size_t u = 0; u < 16; ++u) std::memcpy(sb + kILQ6QhOffset + 64 * u + 4 * i, b.qh + 4 * u, 4);
+        uint8_t a[sizeof(b.ql)], bits[sizeof(b.qh)];
+        EncodeQ6KCodes(b.ql, b.qh, a, bits);
+        for (size_t v = 0; v < 32; ++v) std::memcpy(sb + kILQ6AOffset + 64 * v + 4 * i, a + 4 * v, 4);
+        for (size_t u = 0; u < 16; ++u) std::memcpy(sb + kILQ6BOffset + 64 * u + 4 * i, bits + 4 * u, 4);
       }
     }
   }
@@ -156,8 +159,10 @@ void ReadInterleavedQ6K(const MatrixView& w, size_t r, size_t s, BlockQ6_K* out)
   const size_t i = r % kInterleaveRows;
   std::memcpy(&out->d, group + InterleavedQ6DOffset(nsb) + 32 * s + 2 * i, 2);
   for (size_t k = 0; k < 4; ++k) std::memcpy(out->scales + 4 * k, sb + kILQ6ScalesOffset + 64 * k + 4 * i, 4);
-  for (size_t v = 0; v < 32; ++v) std::memcpy(out->ql + 4 * v, sb + kILQ6QlOffset + 64 * v + 4 * i, 4);
-  for (size_t u = 0; u < 16; ++u) std::memcpy(out->qh + 4 * u, sb + kILQ6QhOffset + 64 * u + 4 * i, 4);
+  uint8_t a[sizeof(out->ql)], bits[sizeof(out->qh)];
+  for (size_t v = 0; v < 32; ++v) std::memcpy(a + 4 * v, sb + kILQ6AOffset + 64 * v + 4 * i, 4);
+  for (size_t u = 0; u < 16; ++u) std::memcpy(bits + 4 * u, sb + kILQ6BOffset + 64 * u + 4 * i, 4);
+  DecodeQ6KCodes(a, bits, out->ql, out->qh);
 }
 
 void ReadInterleavedQ23K(const MatrixView& w, size_t r, size_t s, void* out) {
@@ -217,6 +222,37 @@ void DecodeQ5KCodes(const uint8_t* a, const uint8_t* b, uint8_t* qs, uint8_t* qh
       const int hi = a[32 * p + t] >> 5 | (b[t] >> (2 * p) & 3) << 3;
       qs[32 * p + t] = static_cast<uint8_t>((lo & 15) | (hi & 15) << 4);
       qh[t] = static_cast<uint8_t>(qh[t] | (lo >> 4) << (2 * p) | (hi >> 4) << (2 * p + 1));
+    }
+  }
+}
+
+void EncodeQ6KCodes(const uint8_t* ql, const uint8_t* qh, uint8_t* a, uint8_t* b) {
+  // 8 positions l at a time, as EncodeQ5KCodes.
+  constexpr uint64_t k03 = 0x0303030303030303ull, k0f = 0x0F0F0F0F0F0F0F0Full, kf0 = ~k0f;
+  for (int h = 0; h < 2; ++h) {
+    for (int w = 0; w < 4; ++w) {
+      uint64_t bits, q0, q1;
+      std::memcpy(&bits, qh + 32 * h + 8 * w, 8);
+      std::memcpy(&q0, ql + 64 * h + 8 * w, 8);       // c_0's and c_2's nibbles
+      std::memcpy(&q1, ql + 64 * h + 32 + 8 * w, 8);  // c_1's and c_3's
+      const uint64_t a0 = (q0 & k0f) | (bits & k03) << 4 | (bits >> 4 & k03) << 6;
+      const uint64_t a1 = (q1 & k0f) | (bits >> 2 & k03) << 4 | (bits >> 6 & k03) << 6;
+      const uint64_t b2 = (q0 >> 4 & k0f) | (q1 & kf0);
+      std::memcpy(a + 64 * h + 8 * w, &a0, 8);
+      std::memcpy(a + 64 * h + 32 + 8 * w, &a1, 8);
+      std::memcpy(b + 32 * h + 8 * w, &b2, 8);
+    }
+  }
+}
+
+void DecodeQ6KCodes(const uint8_t* a, const uint8_t* b, uint8_t* ql, uint8_t* qh) {
+  for (int h = 0; h < 2; ++h) {
+    for (int l = 0; l < 32; ++l) {
+      const int a0 = a[64 * h + l], a1 = a[64 * h + 32 + l], bits = b[32 * h + l];
+      const int c0 = a0 & 63, c1 = a1 & 63, c2 = (bits & 15) | (a0 >> 6) << 4, c3 = bits >> 4 | (a1 >> 6) << 4;
+      ql[64 * h + l] = static_cast<uint8_t>((c0 & 15) | (c2 & 15) << 4);
+      ql[64 * h + 32 + l] = static_cast<uint8_t>((c1 & 15) | (c3 & 15) << 4);
+      qh[32 * h + l] = static_cast<uint8_t>(c0 >> 4 | (c1 >> 4) << 2 | (c2 >> 4) << 4 | (c3 >> 4) << 6);
     }
   }
 }

@@ -71,6 +71,9 @@ void ReadInterleavedQ5K(const MatrixView& w, size_t r, size_t s, BlockQ5_K* out)
 // other's inverse on every input.
 void EncodeQ5KCodes(const uint8_t* qs, const uint8_t* qh, uint8_t* a, uint8_t* b);
 void DecodeQ5KCodes(const uint8_t* a, const uint8_t* b, uint8_t* qs, uint8_t* qh);
+// The same for Q6_K: ql [128] and qh [64] → a [128] and b [64], and back.
+void EncodeQ6KCodes(const uint8_t* ql, const uint8_t* qh, uint8_t* a, uint8_t* b);
+void DecodeQ6KCodes(const uint8_t* a, const uint8_t* b, uint8_t* ql, uint8_t* qh);
 // The same for Q6_K.
 void ReadInterleavedQ6K(const MatrixView& w, size_t r, size_t s, BlockQ6_K* out);
 // The same for Q3_K, Q2_K and IQ4_XS: out is a BlockQ3_K, BlockQ2_K or

@@ -115,6 +115,41 @@ TEST(KQuantInterleavedLayoutTest, Q5KCodesRoundTrip) {
   }
 }
 
+// Q6_K's re-coded codes (model_kernels.h): every (ql byte, qh byte) pair
+// of positions decodes to GGUF's four codes and encodes back; and the two
+// bytes are each other's inverse on random blocks.
+TEST(KQuantInterleavedLayoutTest, Q6KCodesRoundTrip) {
+  for (int m = 0; m < 2; ++m) {
+    for (int v = 0; v < 256 * 256; ++v) {
+      uint8_t ql[128] = {}, qh[64] = {}, a[128], b[64], ql2[128], qh2[64];
+      ql[64 + 32 * m + 7] = static_cast<uint8_t>(v & 255);  // h = 1, l = 7
+      qh[32 + 7] = static_cast<uint8_t>(v >> 8);
+      EncodeQ6KCodes(ql, qh, a, b);
+      const int q = m, q2 = m + 2;  // the codes this ql byte holds
+      const int code = (v & 15) | (v >> (8 + 2 * q) & 3) << 4, code2 = (v >> 4 & 15) | (v >> (8 + 2 * q2) & 3) << 4;
+      ASSERT_EQ(a[64 + 32 * m + 7] & 63, code) << m << " " << v;
+      ASSERT_EQ((b[32 + 7] >> (4 * m) & 15) | (a[64 + 32 * m + 7] >> 6) << 4, code2) << m << " " << v;
+      DecodeQ6KCodes(a, b, ql2, qh2);
+      ASSERT_EQ(0, std::memcmp(ql, ql2, sizeof(ql)));
+      ASSERT_EQ(0, std::memcmp(qh, qh2, sizeof(qh)));
+    }
+  }
+  std::mt19937 rng(6);
+  for (int i = 0; i < 100; ++i) {
+    uint8_t x[128], y[64], ql[128], qh[64], a[128], b[64];
+    for (uint8_t& c : x) c = static_cast<uint8_t>(rng());
+    for (uint8_t& c : y) c = static_cast<uint8_t>(rng());
+    EncodeQ6KCodes(x, y, a, b);
+    DecodeQ6KCodes(a, b, ql, qh);
+    ASSERT_EQ(0, std::memcmp(x, ql, sizeof(x)));
+    ASSERT_EQ(0, std::memcmp(y, qh, sizeof(y)));
+    DecodeQ6KCodes(x, y, ql, qh);
+    EncodeQ6KCodes(ql, qh, a, b);
+    ASSERT_EQ(0, std::memcmp(x, a, sizeof(x)));
+    ASSERT_EQ(0, std::memcmp(y, b, sizeof(y)));
+  }
+}
+
 }  // namespace
 }  // namespace kvedge
 #endif  // KVEDGE_TESTS_SIMD_MATVEC_KQUANT_INTERLEAVED_TEST_HELPERS_
