@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "platform/thread_arena.h"
 #include "runtime/model/llama2c.h"
 #include "simd/weight_quant.h"
 
@@ -335,7 +336,7 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadModelFromMemory(const uint8_t* data,
   return LoadBytes(data, size, name);
 }
 
-Status InterleaveWeights(ModelWeights* w) {
+Status InterleaveWeights(ModelWeights* w, int threads) {
   std::vector<MatrixView*> matrices = {&w->output};
   for (LayerWeights& l : w->layers) {
     for (MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3, &l.w2}) matrices.push_back(m);
@@ -349,28 +350,51 @@ Status InterleaveWeights(ModelWeights* w) {
   for (const MatrixView* m : matrices) total += MatrixBytes(m->type, WeightLayout::kInterleaved16, m->rows, m->cols);
   if (total == 0) return OkStatus();
   KVEDGE_ASSIGN_OR_RETURN(AlignedBuffer buf, AlignedBuffer::AllocatePages(total, "interleaved weights"));
+  // Every matrix in slices of ~1 MiB, each slice's source pages dropped
+  // right after it is copied, so the resident set never holds a matrix
+  // twice (at most one slice per thread). The slices run on the threads in
+  // any order; most of a copy's time is the first touch of its fresh pages.
+  struct Slice {
+    const MatrixView* m;
+    size_t group_begin, group_end;
+    uint8_t* dst;  // the matrix's copy
+  };
+  std::vector<Slice> slices;
+  std::vector<uint8_t*> dsts;
   uint8_t* dst = buf.data();
-  for (MatrixView* m : matrices) {
-    // In slices of ~1 MiB, each slice's source pages dropped right after it
-    // is copied, so the resident set never holds a matrix twice. Tied
-    // embeddings keep their mapped rows for the token lookup, which touches
-    // only the pages of the tokens it reads.
+  for (const MatrixView* m : matrices) {
     const size_t groups = InterleavedGroups(m->rows);
     const size_t row_bytes = WeightRowBytes(m->type, m->cols);
     const size_t slice = std::max<size_t>(1, (size_t{1} << 20) / (kInterleaveRows * row_bytes));  // groups
-    const auto* src = static_cast<const uint8_t*>(m->data);
-    for (size_t g = 0; g < groups; g += slice) {
-      const size_t end = std::min(groups, g + slice);
-      InterleaveGroups(*m, g, end, dst);
-      const size_t src_begin = g * kInterleaveRows * row_bytes;
-      const size_t src_end = std::min(end * kInterleaveRows, m->rows) * row_bytes;
-      if (w->file.data() != nullptr) w->file.DropPages(src + src_begin, src_end - src_begin);
-    }
-    // Pages shared by two slices; then the whole pages of a matrix read only
-    // through its copy are retired: decode reads the norms and the rows-layout
-    // tensors beside them, and each such fault would map a window of their
-    // cached neighbours back in (42 MB of Q4_K_M's Q4_K source pages).
+    for (size_t g = 0; g < groups; g += slice) slices.push_back({m, g, std::min(groups, g + slice), dst});
+    dsts.push_back(dst);
+    dst += MatrixBytes(m->type, WeightLayout::kInterleaved16, m->rows, m->cols);
+  }
+  KVEDGE_ASSIGN_OR_RETURN(std::unique_ptr<ThreadArena> arena,
+                          ThreadArena::Create(std::clamp(threads > 0 ? threads : HardwareThreads(), 1,
+                                                         static_cast<int>(std::min<size_t>(slices.size(), kMaxThreads)))));
+  arena->ParallelForEach(slices.size(), [&](size_t i, int /*thread*/) {
+    const Slice& s = slices[i];
+    InterleaveGroups(*s.m, s.group_begin, s.group_end, s.dst);
+    // Only the whole pages inside the slice's rows: a page shared with the
+    // next slice stays until the matrix is retired below.
+    const size_t row_bytes = WeightRowBytes(s.m->type, s.m->cols);
+    const auto* src = static_cast<const uint8_t*>(s.m->data);
+    const size_t src_begin = s.group_begin * kInterleaveRows * row_bytes;
+    const size_t src_end = std::min(s.group_end * kInterleaveRows, s.m->rows) * row_bytes;
+    if (w->file.data() != nullptr) w->file.DropPages(src + src_begin, src_end - src_begin);
+  });
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    MatrixView* m = matrices[i];
+    // Then the whole pages of a matrix read only through its copy are
+    // retired: decode reads the norms and the rows-layout tensors beside
+    // them, and each such fault would map a window of their cached
+    // neighbours back in (42 MB of Q4_K_M's Q4_K source pages). Tied
+    // embeddings keep their mapped rows for the token lookup, which touches
+    // only the pages of the tokens it reads.
     if (w->file.data() != nullptr) {
+      const auto* src = static_cast<const uint8_t*>(m->data);
+      const size_t row_bytes = WeightRowBytes(m->type, m->cols);
       const auto* embd = static_cast<const uint8_t*>(w->token_embedding.data);
       const size_t embd_bytes = embd == nullptr ? 0 : w->token_embedding.rows * WeightRowBytes(w->token_embedding.type,
                                                                                              w->token_embedding.cols);
@@ -381,8 +405,7 @@ Status InterleaveWeights(ModelWeights* w) {
         w->file.RetirePages(src, m->rows * row_bytes);
       }
     }
-    *m = InterleavedView(*m, dst);
-    dst += MatrixBytes(m->type, WeightLayout::kInterleaved16, m->rows, m->cols);
+    *m = InterleavedView(*m, dsts[i]);
   }
   w->owned.push_back(std::move(buf));
   return OkStatus();
@@ -392,7 +415,9 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadModel(const std::string& path, const
   KVEDGE_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
   KVEDGE_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> w, LoadBytes(file.data(), file.size(), path));
   w->file = std::move(file);  // the mapping's address is unchanged by the move
-  if (options.interleave && InterleavedWeightsPreferred()) KVEDGE_RETURN_IF_ERROR(InterleaveWeights(w.get()));
+  if (options.interleave && InterleavedWeightsPreferred()) {
+    KVEDGE_RETURN_IF_ERROR(InterleaveWeights(w.get(), options.threads));
+  }
   return w;
 }
 

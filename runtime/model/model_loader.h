@@ -22,6 +22,8 @@ struct LoadOptions {
   // false: matrices are used in place from the mapping (page cache shared
   // between processes, no copy, slower kernels on those CPUs).
   bool interleave = true;
+  // Threads that copy (InterleaveWeights); 0: HardwareThreads().
+  int threads = 0;
 };
 
 // Maps `path` and builds its weights. GGUF (matrices of the types
@@ -32,8 +34,9 @@ StatusOr<std::unique_ptr<ModelWeights>> LoadModel(const std::string& path, const
 // Copies every IsInterleavable matrix of w into owned kInterleaved16 buffers and
 // points the views at them (token_embedding stays in place: it is read one
 // row at a time); the mapped source pages are dropped from the resident set.
+// The copy runs on `threads` threads (0: HardwareThreads()) in ~1 MiB slices.
 // No-op for other formats. Errors: out of memory for a copy.
-Status InterleaveWeights(ModelWeights* w);
+Status InterleaveWeights(ModelWeights* w, int threads = 0);
 
 // As LoadModel over `size` bytes at `data` (4-byte aligned), which must
 // outlive the result; `name` labels errors. For fuzzing and embedding.
