@@ -81,6 +81,27 @@ TEST(KQuantInterleavedLayoutTest, RoundTrip) {
   }
 }
 
+// A re-coding of a block's 128 code bytes and kBits bit bytes (Encode*Codes)
+// and its decoding are each other's inverse on random bytes, both ways.
+template <size_t kBits>
+void ExpectInverseCodecs(void (*encode)(const uint8_t*, const uint8_t*, uint8_t*, uint8_t*),
+                         void (*decode)(const uint8_t*, const uint8_t*, uint8_t*, uint8_t*), unsigned seed) {
+  std::mt19937 rng(seed);
+  for (int i = 0; i < 100; ++i) {
+    uint8_t x[128], y[kBits], a[128], b[kBits], x2[128], y2[kBits];
+    for (uint8_t& c : x) c = static_cast<uint8_t>(rng());
+    for (uint8_t& c : y) c = static_cast<uint8_t>(rng());
+    encode(x, y, a, b);
+    decode(a, b, x2, y2);
+    ASSERT_EQ(0, std::memcmp(x, x2, sizeof(x)));
+    ASSERT_EQ(0, std::memcmp(y, y2, sizeof(y)));
+    decode(x, y, a, b);
+    encode(a, b, x2, y2);
+    ASSERT_EQ(0, std::memcmp(x, x2, sizeof(x)));
+    ASSERT_EQ(0, std::memcmp(y, y2, sizeof(y)));
+  }
+}
+
 // Q5_K's re-coded codes (model_kernels.h): every (qs byte, its two qh
 // bits) of every pair decodes to the code GGUF's bits give and encodes
 // back; and the two bytes are each other's inverse on random blocks.
@@ -99,20 +120,7 @@ TEST(KQuantInterleavedLayoutTest, Q5KCodesRoundTrip) {
       ASSERT_EQ(0, std::memcmp(qh, qh2, sizeof(qh)));
     }
   }
-  std::mt19937 rng(5);
-  for (int i = 0; i < 100; ++i) {
-    uint8_t x[128], y[32], qs[128], qh[32], a[128], b[32];
-    for (uint8_t& c : x) c = static_cast<uint8_t>(rng());
-    for (uint8_t& c : y) c = static_cast<uint8_t>(rng());
-    EncodeQ5KCodes(x, y, a, b);
-    DecodeQ5KCodes(a, b, qs, qh);
-    ASSERT_EQ(0, std::memcmp(x, qs, sizeof(x)));
-    ASSERT_EQ(0, std::memcmp(y, qh, sizeof(y)));
-    DecodeQ5KCodes(x, y, qs, qh);
-    EncodeQ5KCodes(qs, qh, a, b);
-    ASSERT_EQ(0, std::memcmp(x, a, sizeof(x)));
-    ASSERT_EQ(0, std::memcmp(y, b, sizeof(y)));
-  }
+  ExpectInverseCodecs<32>(EncodeQ5KCodes, DecodeQ5KCodes, 5);
 }
 
 // Q6_K's re-coded codes (model_kernels.h): every (ql byte, qh byte) pair
@@ -134,20 +142,7 @@ TEST(KQuantInterleavedLayoutTest, Q6KCodesRoundTrip) {
       ASSERT_EQ(0, std::memcmp(qh, qh2, sizeof(qh)));
     }
   }
-  std::mt19937 rng(6);
-  for (int i = 0; i < 100; ++i) {
-    uint8_t x[128], y[64], ql[128], qh[64], a[128], b[64];
-    for (uint8_t& c : x) c = static_cast<uint8_t>(rng());
-    for (uint8_t& c : y) c = static_cast<uint8_t>(rng());
-    EncodeQ6KCodes(x, y, a, b);
-    DecodeQ6KCodes(a, b, ql, qh);
-    ASSERT_EQ(0, std::memcmp(x, ql, sizeof(x)));
-    ASSERT_EQ(0, std::memcmp(y, qh, sizeof(y)));
-    DecodeQ6KCodes(x, y, ql, qh);
-    EncodeQ6KCodes(ql, qh, a, b);
-    ASSERT_EQ(0, std::memcmp(x, a, sizeof(x)));
-    ASSERT_EQ(0, std::memcmp(y, b, sizeof(y)));
-  }
+  ExpectInverseCodecs<64>(EncodeQ6KCodes, DecodeQ6KCodes, 6);
 }
 
 }  // namespace
