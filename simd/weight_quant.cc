@@ -56,13 +56,13 @@ void InterleaveGroupsQ45K(const MatrixView& src, size_t group_begin, size_t grou
       const uint8_t* row = rows + (g * kInterleaveRows + i) * row_bytes;
       for (size_t s = 0; s < nsb; ++s) {
         uint8_t* sb = group + s * sizeof(Block) * kInterleaveRows;
-        Block block;
-        std::memcpy(&block, row + s * sizeof(Block), sizeof(Block));
+        const uint8_t* bytes = row + s * sizeof(Block);
+        Block recoded;
         if constexpr (std::is_same_v<Block, BlockQ5_K>) {
-          const Block gguf = block;
-          EncodeQ5KCodes(gguf.qs, gguf.qh, block.qs, block.qh);
+          std::memcpy(&recoded, bytes, sizeof(Block));
+          EncodeQ5KCodes(bytes + offsetof(Block, qs), bytes + offsetof(Block, qh), recoded.qs, recoded.qh);
+          bytes = reinterpret_cast<const uint8_t*>(&recoded);
         }
-        const auto* bytes = reinterpret_cast<const uint8_t*>(&block);
         ForQ45KRuns<Block>(i, [&](size_t to, size_t from, size_t n) { std::memcpy(sb + to, bytes + from, n); });
       }
     }
