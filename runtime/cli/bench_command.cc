@@ -92,7 +92,7 @@ int RunBench(const BenchOptions& opt) {
   }
   const double load_c0 = ProcessCpuSeconds();
   const double load_t0 = NowSeconds();
-  auto loaded = LoadModelAndTokenizer(opt.model, /*need_tokenizer=*/false);
+  auto loaded = LoadModelAndTokenizer(opt.model, opt.kv.threads, /*need_tokenizer=*/false);
   if (!loaded.ok()) return ReportError("bench", loaded.status());
   const double load_s = NowSeconds() - load_t0;  // map, parse, repack (interleaved layouts)
   const double load_cpu_s = ProcessCpuSeconds() - load_c0;

@@ -84,7 +84,7 @@ int RunChat(const ChatOptions& opt) {
     if (!text.ok()) return ReportError(kCmd, text.status());
     co.system_prompt = std::move(text).value();
   }
-  auto loaded = LoadModelAndTokenizer(opt.model, /*need_tokenizer=*/true);
+  auto loaded = LoadModelAndTokenizer(opt.model, opt.kv.threads, /*need_tokenizer=*/true);
   if (!loaded.ok()) return ReportError(kCmd, loaded.status());
   const ModelWeights& model = *loaded->weights;
   const Tokenizer& tok = *loaded->tokenizer;

@@ -65,7 +65,8 @@ void AddKvFlags(CLI::App* app, KvFlags* f) {
   app->add_option("--key-rope", f->key_rope,
                   "Stored key rotation: in-block (default), post (absolute, classic), pre (KVQuant; slow path)");
   app->add_flag("--no-hot-tail", f->no_hot_tail, "Ablation: hold the newest partial block quantized, not in f16");
-  app->add_option("-t,--threads", f->threads, "Threads (default: all hardware threads)");
+  app->add_option("-t,--threads", f->threads,
+                  "Threads that decode, and that repack the weights at load (default: all hardware threads)");
 }
 
 namespace {
@@ -132,21 +133,26 @@ StatusOr<SessionOptions> MakeSessionOptions(const KvFlags& f, const ModelConfig&
     if (r.budget_bytes == 0) return InvalidArgument("--kv-budget must be larger than 0");
   }
   SessionOptions o;
-  o.threads = f.threads == 0 ? HardwareThreads() : f.threads;
-  if (o.threads < 1 || o.threads > kMaxThreads) {
-    return InvalidArgument("-t " + std::to_string(f.threads) + ": threads must be 1 to " +
-                           std::to_string(kMaxThreads) + " (this machine has " + std::to_string(HardwareThreads()) +
-                           ")");
-  }
+  KVEDGE_ASSIGN_OR_RETURN(o.threads, ResolveThreads(f.threads));
   o.kv = DefaultConfig(config, r, o.threads);
   return o;
 }
 
-StatusOr<LoadedModel> LoadModelAndTokenizer(const ModelFlags& f, bool need_tokenizer) {
+StatusOr<int> ResolveThreads(int flag) {
+  const int threads = flag == 0 ? HardwareThreads() : flag;
+  if (threads < 1 || threads > kMaxThreads) {
+    return InvalidArgument("-t " + std::to_string(flag) + ": threads must be 1 to " + std::to_string(kMaxThreads) +
+                           " (this machine has " + std::to_string(HardwareThreads()) + ")");
+  }
+  return threads;
+}
+
+StatusOr<LoadedModel> LoadModelAndTokenizer(const ModelFlags& f, int threads_flag, bool need_tokenizer) {
   if (f.model.empty()) return InvalidArgument("no model given: use -m FILE (GGUF or llama2.c .bin)");
   LoadedModel out;
   LoadOptions load;
   load.interleave = !f.no_repack;
+  KVEDGE_ASSIGN_OR_RETURN(load.threads, ResolveThreads(threads_flag));
   KVEDGE_ASSIGN_OR_RETURN(out.weights, LoadModel(f.model, load));
   if (!need_tokenizer) return out;
   auto tok = LoadTokenizer(*out.weights, f.tokenizer, f.tokenizer_pre);

@@ -74,6 +74,10 @@ inline double TokensPerSecond(int64_t count, double seconds) {
   return seconds > 0 ? static_cast<double>(count) / seconds : 0.0;
 }
 
+// -t's value as a thread count: 0 is every hardware thread. Errors: outside
+// 1..kMaxThreads.
+StatusOr<int> ResolveThreads(int flag);
+
 struct LoadedModel {
   std::unique_ptr<ModelWeights> weights;
   std::unique_ptr<Tokenizer> tokenizer;
@@ -81,7 +85,8 @@ struct LoadedModel {
 // Loads the model and its tokenizer: --tokenizer when given, else the GGUF's
 // embedded vocabulary. A llama2.c .bin carries none and needs --tokenizer: a
 // tokenizer.bin lying beside it is not proof that it is the model's.
-StatusOr<LoadedModel> LoadModelAndTokenizer(const ModelFlags& f, bool need_tokenizer);
+// `threads_flag` is -t (ResolveThreads): the threads that repack the weights.
+StatusOr<LoadedModel> LoadModelAndTokenizer(const ModelFlags& f, int threads_flag, bool need_tokenizer);
 
 // The chat template and its bos/eos strings for `model`: `template_file`
 // when given, else the GGUF's template, else ChatML (*from_model false: the

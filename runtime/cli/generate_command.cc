@@ -52,7 +52,7 @@ int RunGenerate(const GenerateOptions& opt) {
     if (!text.ok()) return ReportError("generate", text.status());
     prompt = std::move(text).value();
   }
-  auto loaded = LoadModelAndTokenizer(opt.model, /*need_tokenizer=*/true);
+  auto loaded = LoadModelAndTokenizer(opt.model, opt.kv.threads, /*need_tokenizer=*/true);
   if (!loaded.ok()) return ReportError("generate", loaded.status());
   const ModelWeights& model = *loaded->weights;
   const Tokenizer& tok = *loaded->tokenizer;

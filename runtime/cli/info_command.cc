@@ -54,7 +54,7 @@ int RunInfo(const InfoOptions& opt) {
     // Metadata only: no interleaved copy (generate/bench would make one).
     ModelFlags metadata_only = opt.model;
     metadata_only.no_repack = true;
-    auto loaded = LoadModelAndTokenizer(metadata_only, /*need_tokenizer=*/false);
+    auto loaded = LoadModelAndTokenizer(metadata_only, opt.kv.threads, /*need_tokenizer=*/false);
     if (!loaded.ok()) return ReportError("info", loaded.status());
     const ModelConfig& c = loaded->weights->config;
     auto so = MakeSessionOptions(opt.kv, c);

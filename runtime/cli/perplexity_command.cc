@@ -227,7 +227,7 @@ int RunPerplexity(const PerplexityOptions& opt) {
   const std::string& input = from_ids ? opt.tokens_file : opt.text_file;
   auto text = ReadTextFile(input);
   if (!text.ok()) return ReportError("perplexity", text.status());
-  auto loaded = LoadModelAndTokenizer(opt.model, /*need_tokenizer=*/!from_ids);
+  auto loaded = LoadModelAndTokenizer(opt.model, opt.kv.threads, /*need_tokenizer=*/!from_ids);
   if (!loaded.ok()) return ReportError("perplexity", loaded.status());
   const ModelWeights& model = *loaded->weights;
   auto ids_or = from_ids ? ParseTokenIds(*text, input, model.config.vocab_size)

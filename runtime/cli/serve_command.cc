@@ -58,7 +58,7 @@ int RunServe(const ServeOptions& opt) {
   auto max_body = ParseByteSize(opt.max_body);
   if (!max_body.ok()) return ReportError(kCmd, Status(max_body.status().code(), "--max-body: " + max_body.status().message()));
   ReturnFreedMemoryPromptly();  // RSS follows what the sessions hold, however many handler threads ran
-  auto loaded = LoadModelAndTokenizer(opt.model, /*need_tokenizer=*/true);
+  auto loaded = LoadModelAndTokenizer(opt.model, opt.kv.threads, /*need_tokenizer=*/true);
   if (!loaded.ok()) return ReportError(kCmd, loaded.status());
   const ModelWeights& model = *loaded->weights;
   const Tokenizer& tok = *loaded->tokenizer;

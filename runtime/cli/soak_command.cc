@@ -29,7 +29,7 @@ struct SoakOptions {
 
 int RunSoak(const SoakOptions& opt) {
   if (opt.tokens < 1 || opt.report < 1) return ReportError("soak", InvalidArgument("--tokens and --report must be ≥ 1"));
-  auto loaded = LoadModelAndTokenizer(opt.model, /*need_tokenizer=*/false);
+  auto loaded = LoadModelAndTokenizer(opt.model, opt.kv.threads, /*need_tokenizer=*/false);
   if (!loaded.ok()) return ReportError("soak", loaded.status());
   const ModelWeights& model = *loaded->weights;
   auto so = MakeSessionOptions(opt.kv, model.config);

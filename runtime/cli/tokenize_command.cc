@@ -36,7 +36,7 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerOnly(const ModelFlags& f) {
     KVEDGE_ASSIGN_OR_RETURN(GgufFile g, GgufFile::Parse(file.data(), file.size(), f.model));
     return LoadGgufTokenizer(g, f.tokenizer_pre);
   }
-  KVEDGE_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModelAndTokenizer(f, /*need_tokenizer=*/true));
+  KVEDGE_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModelAndTokenizer(f, /*threads_flag=*/0, /*need_tokenizer=*/true));
   return std::move(loaded.tokenizer);
 }
 
