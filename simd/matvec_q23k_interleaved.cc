@@ -3,21 +3,23 @@
 // Q8_K activations (QuantizeRowQ8KFast, matvec_kquant.h).
 //
 // One row per int32 lane, as matvec_kquant_interleaved.cc does for Q4_K: a
-// 64-byte line of qs holds 4 bytes of each of 16 rows, and code vector
-// (v, j) = bits 2j, 2j+1 of qs line v holds weights 128h + 32j + 4(v%8) + t
-// (h = v/8) of every row, sub-block 8h + 2j + (v%8)/4 of 16. Q3_K adds bit
-// 4h + j of hmask line v%8 as bit 2: its unsigned code c = q + 4 ∈ [0, 8),
-// and Σ q·a = Σ c·a − 4·bsum (the Q8_K per-16 sums). Per sub-block of 16
+// 64-byte line holds 4 bytes of each of 16 rows. Q2_K keeps GGUF's bits:
+// code vector (v, j) = bits 2j, 2j+1 of qs line v holds weights 128h + 32j
+// + 4(v%8) + t (h = v/8) of every row, sub-block 8h + 2j + (v%8)/4 of 16.
+// Q3_K's codes are re-coded at repack (model_kernels.h): code line triple
+// T holds the 8 code vectors of sub-blocks 2T and 2T + 1, each its
+// unsigned code c = q + 4 ∈ [0, 8) whole in one or two bytes, and
+// Σ q·a = Σ c·a − 4·bsum (the Q8_K per-16 sums). Per sub-block of 16
 // weights and input vector, its 4 code vectors meet the broadcast
 // activations:
-//   AVX3_DL: codes by vgf2p8affineqb (bit gathers; Q3_K: two and an OR),
-//     4 vpdpbusd into an int32 dot per row, (Q3_K: − 4·bsum), times the
-//     row's sub-block scale (vpmulld), added to S;
+//   AVX3_DL: codes by vgf2p8affineqb (bit gathers; Q3_K's codes 6 and 7:
+//     two and an OR), 4 vpdpbusd into an int32 dot per row, (Q3_K:
+//     − 4·bsum), times the row's sub-block scale (vpmulld), added to S;
 //   AVX2 (and AVX3 without VNNI, on 256-bit vectors): codes by shift and
-//     mask, 4 vpmaddubsw summed in int16 (Q3_K: − 2·bsum per half, pairs
+//     mask, 4 vpmaddubsw summed in int16 (Q3_K: − 2·bsum per lane, pairs
 //     ≤ 4·2·7·127 + 4064), one vpmaddwd against the (scale, scale) int16
-//     pairs adds sc·dot to S (MatVec, Q23TileMatVec: odd-j codes in place
-//     as 4c, summed apart, so a qs line costs one shift);
+//     pairs adds sc·dot to S (Q2_K's MatVec, Q2TileMatVec: odd-j codes in
+//     place as 4c, summed apart, so a qs line costs one shift);
 //   the other targets: the same integer sums, row by row (scalar; those
 //     targets keep GGUF's rows: InterleavedWeightsPreferred is false).
 // Q2_K's M = Σ_g min_g·bsum_g is int16 pair multiply-adds of the rows' mins
@@ -63,12 +65,7 @@ constexpr size_t kTile = 4;
 struct QChunk {
   BlockQ8_K a[kil::kChunkSuperBlocks];
   int32_t bsum4[kil::kChunkSuperBlocks][16];       // 4·bsums[g] (Q3_K, AVX3_DL)
-  int32_t bsum2_pair[kil::kChunkSuperBlocks][16];  // int16 pair (2·bsums[g], 2·bsums[g]) (Q3_K, AVX2 tiles)
-  // int16 pair (f·b0, f·b1) with b0, b1 the sums of sub-block g's activations
-  // 4l, 4l + 1 and 4l + 2, 4l + 3 (l < 4: the two int16 lanes of a
-  // vpmaddubsw pair sum), f = 4 for even j = (g % 8) / 2 and 16 for odd
-  // (Q3_K, AVX2 MatVec, whose odd-j codes are 4c: |f·b| ≤ 16·8·127).
-  int32_t bsum_split[kil::kChunkSuperBlocks][16];
+  int32_t bsum2_pair[kil::kChunkSuperBlocks][16];  // int16 pair (2·bsums[g], 2·bsums[g]) (Q3_K, AVX2)
   // Q2_K's mins: (bsums[4k], bsums[4k+2]), (bsums[4k+1], bsums[4k+3]) at 2k, 2k + 1.
   int32_t min_pairs[kil::kChunkSuperBlocks][8];
 };
@@ -81,14 +78,6 @@ inline void PrepareChunk(const float* x, size_t nsb, QChunk* c) {
     for (int g = 0; g < 16; ++g) {
       c->bsum4[s][g] = 4 * b[g];
       c->bsum2_pair[s][g] = kil::PackPair(2 * b[g], 2 * b[g]);
-      const int8_t* q = c->a[s].qs + 16 * g;
-      int b0 = 0, b1 = 0;
-      for (int l = 0; l < 4; ++l) {
-        b0 += q[4 * l] + q[4 * l + 1];
-        b1 += q[4 * l + 2] + q[4 * l + 3];
-      }
-      const int f = (g % 8) / 2 % 2 == 1 ? 16 : 4;
-      c->bsum_split[s][g] = kil::PackPair(f * b0, f * b1);
     }
     for (int k = 0; k < 4; ++k) {
       c->min_pairs[s][2 * k] = kil::PackPair(b[4 * k], b[4 * k + 2]);
@@ -133,12 +122,29 @@ KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i SubBroadcast(__m512i acc, const int32_t* 
   return _mm512_sub_epi32(acc, _mm512_set1_epi32(*p));
 }
 
-// GF(2) affine matrices (vgf2p8affineqb: output bit i = parity of input
-// bits in byte 7 − i): bits 2j, 2j+1 → 0, 1; bit p → 2.
-constexpr long long LowBitsMatrix(size_t j) {
-  return static_cast<long long>((1ull << (2 * j)) << 56 | (1ull << (2 * j + 1)) << 48);
+// The GF(2) affine matrix (vgf2p8affineqb: output bit i = parity of the
+// input bits in byte 7 − i) that moves input bits b0, b1, b2 to bits 0, 1,
+// 2 (b < 0: that output bit 0).
+constexpr long long GatherBits(int b0, int b1, int b2 = -1) {
+  unsigned long long m = 0;
+  const int from[3] = {b0, b1, b2};
+  for (int i = 0; i < 3; ++i) {
+    if (from[i] >= 0) m |= (1ull << from[i]) << (8 * (7 - i));
+  }
+  return static_cast<long long>(m);
 }
-constexpr long long HighBitMatrix(size_t p) { return static_cast<long long>((1ull << p) << 40); }
+
+// Q3_K's code vector m < 8 from its triple of re-coded lines (A, B, C)
+// (model_kernels.h): one bit gather, or two and an OR (m = 6, 7).
+KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i Q3Code(size_t m, __m512i a, __m512i b, __m512i c) {
+  if (m < 6) {
+    const __m512i x = m < 2 ? a : m < 4 ? b : c;
+    const int at = m % 2 == 0 ? 0 : 3;
+    return _mm512_gf2p8affine_epi64_epi8(x, _mm512_set1_epi64(GatherBits(at, at + 1, at + 2)), 0);
+  }
+  return _mm512_or_si512(_mm512_gf2p8affine_epi64_epi8(m == 6 ? a : b, _mm512_set1_epi64(GatherBits(6, 7)), 0),
+                         _mm512_gf2p8affine_epi64_epi8(c, _mm512_set1_epi64(GatherBits(-1, -1, m == 6 ? 6 : 7)), 0));
+}
 
 // Sign-extended byte b of every int32 lane.
 KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i SignedByte(__m512i x, size_t b) {
@@ -175,29 +181,25 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void Q3Tile(const uint8_t* group, size_t group_
     sc4[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u1, 4), k0f),
                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u2, 6), k03), 4));
     for (__m512i& v : sc4) v = _mm512_sub_epi8(v, k32);
-    __m512i hm[8];
-    for (size_t u = 0; u < 8; ++u) hm[u] = _mm512_load_si512(body + kILQ3HmaskOffset + 64 * u);
     __m512i isum[V];
     for (size_t v = 0; v < V; ++v) isum[v] = _mm512_setzero_si512();
-    for (size_t h = 0; h < 2; ++h) {
-      for (size_t j = 0; j < 4; ++j) {
-        const __m512i mlo = _mm512_set1_epi64(LowBitsMatrix(j)), mhi = _mm512_set1_epi64(HighBitMatrix(4 * h + j));
-        for (size_t k = 0; k < 2; ++k) {
-          const size_t g = 8 * h + 2 * j + k;  // sub-block of 16
-          __m512i w[4];
-          for (size_t i = 0; i < 4; ++i) {
-            const __m512i qs = _mm512_load_si512(body + kILQ3QsOffset + 64 * (8 * h + 4 * k + i));
-            w[i] = _mm512_or_si512(_mm512_gf2p8affine_epi64_epi8(qs, mlo, 0),
-                                   _mm512_gf2p8affine_epi64_epi8(hm[4 * k + i], mhi, 0));
-          }
-          const __m512i sc = SignedByte(sc4[g / 4], g % 4);
-          for (size_t v = 0; v < V; ++v) {
-            const int8_t* q = xc[v].a[s].qs + 128 * h + 32 * j + 16 * k;
-            __m512i acc = _mm512_setzero_si512();
-            for (size_t i = 0; i < 4; ++i) acc = Dpbusd(acc, w[i], q + 4 * i);
-            acc = SubBroadcast(acc, &xc[v].bsum4[s][g]);
-            isum[v] = _mm512_add_epi32(isum[v], _mm512_mullo_epi32(acc, sc));
-          }
+    for (size_t tri = 0; tri < 8; ++tri) {  // sub-blocks 2·tri, 2·tri + 1
+      const uint8_t* lines = body + kILQ3CodesOffset + 3 * 64 * tri;
+      const __m512i a = _mm512_load_si512(lines), b = _mm512_load_si512(lines + 64);
+      const __m512i c = _mm512_load_si512(lines + 128);
+#pragma GCC unroll 2
+      for (size_t k = 0; k < 2; ++k) {
+        const size_t g = 2 * tri + k;  // sub-block of 16
+        __m512i w[4];
+#pragma GCC unroll 4
+        for (size_t i = 0; i < 4; ++i) w[i] = Q3Code(4 * k + i, a, b, c);
+        const __m512i sc = SignedByte(sc4[g / 4], g % 4);
+        for (size_t v = 0; v < V; ++v) {
+          const int8_t* q = xc[v].a[s].qs + 16 * g;
+          __m512i acc = _mm512_setzero_si512();
+          for (size_t i = 0; i < 4; ++i) acc = Dpbusd(acc, w[i], q + 4 * i);
+          acc = SubBroadcast(acc, &xc[v].bsum4[s][g]);
+          isum[v] = _mm512_add_epi32(isum[v], _mm512_mullo_epi32(acc, sc));
         }
       }
     }
@@ -235,7 +237,7 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void Q2Tile(const uint8_t* group, size_t group_
     for (size_t v = 0; v < V; ++v) isum[v] = _mm512_setzero_si512();
     for (size_t h = 0; h < 2; ++h) {
       for (size_t j = 0; j < 4; ++j) {
-        const __m512i mlo = _mm512_set1_epi64(LowBitsMatrix(j));
+        const __m512i mlo = _mm512_set1_epi64(GatherBits(static_cast<int>(2 * j), static_cast<int>(2 * j + 1)));
         for (size_t k = 0; k < 2; ++k) {
           const size_t g = 8 * h + 2 * j + k;
           __m512i w[4];
@@ -308,36 +310,43 @@ HWY_INLINE void HalfScales(const uint8_t* scales, __m256i* sc, __m256i* mn4) {
   }
 }
 
-// isum[v] += Σ_g sc_g·(Σ_16 c·a (Q3_K: − 4·bsum_g)) for one half's rows
-// (qs lines at qs_lines, hmask lines at hm_lines, at the half's offset;
-// sc[g]: sub-block g's scale pairs) and the V vectors of super-block s.
-// Each step takes sub-blocks 8h + 2j + k for kJ = 4/V consecutive j: it
-// shifts its 4 qs and hmask lines by the step's bit position once, makes
-// each code vector once for every vector, and keeps V·kJ = 4 int16 pair
-// sums in registers. The steps stay a loop: unrolled, GCC kept the lines
-// live across steps and spilled.
-template <bool kQ3, size_t V>
-HWY_INLINE void Dots(const uint8_t* qs_lines, const uint8_t* hm_lines, const __m256i* sc, const QChunk* xc, size_t s,
-                     __m256i* isum) {
+// Q3_K's code vector m < 8 (weights 32T + 4m + t of 8 rows) from its
+// triple T of re-coded lines (A, B, C) (model_kernels.h): one AND, a shift
+// and an AND, or five operations for the two codes split over two lines
+// (m = 6, 7). 16-bit shifts: every bit that crosses a byte is masked off.
+HWY_INLINE __m256i Q3Code(size_t m, __m256i a, __m256i b, __m256i c) {
+  const __m256i k7 = _mm256_set1_epi8(7);
+  if (m < 6) {
+    const __m256i x = m < 2 ? a : m < 4 ? b : c;
+    return _mm256_and_si256(m % 2 == 0 ? x : _mm256_srli_epi16(x, 3), k7);
+  }
+  const __m256i low = _mm256_and_si256(_mm256_srli_epi16(m == 6 ? a : b, 6), _mm256_set1_epi8(3));
+  const __m256i high = _mm256_and_si256(_mm256_srli_epi16(c, m == 6 ? 4 : 5), _mm256_set1_epi8(4));
+  return _mm256_or_si256(low, high);
+}
+
+// isum[v] += Σ_g sc_g·Σ_16 c·a for one half's rows of Q2_K (qs lines at
+// qs_lines, at the half's offset; sc[g]: sub-block g's scale pairs) and the
+// V vectors of super-block s. Each step takes sub-blocks 8h + 2j + k for
+// kJ = 4/V consecutive j: it shifts its 4 qs lines by the step's bit
+// position once, makes each code vector once for every vector, and keeps
+// V·kJ = 4 int16 pair sums in registers. The steps stay a loop: unrolled,
+// GCC kept the lines live across steps and spilled.
+template <size_t V>
+HWY_INLINE void Q2Dots(const uint8_t* qs_lines, const __m256i* sc, const QChunk* xc, size_t s, __m256i* isum) {
   constexpr size_t kJ = 4 / V;
   static_assert(kJ >= 1 && V * kJ == 4, "4 pair sums in flight");
-  const __m256i k3 = _mm256_set1_epi8(3), k4 = _mm256_set1_epi8(4);
+  const __m256i k3 = _mm256_set1_epi8(3);
   for (size_t step = 0; step < 16 / kJ; ++step) {
     const size_t h = step / (8 / kJ), k = step / (4 / kJ) % 2, j0 = kJ * (step % (4 / kJ));
-    const __m128i q_shift = _mm_cvtsi32_si128(static_cast<int>(2 * j0));      // bits 2j0… of qs at 0
-    const __m128i h_shift = _mm_cvtsi32_si128(static_cast<int>(4 * h + j0));  // bit 4h + j0 of hmask at 0
+    const __m128i q_shift = _mm_cvtsi32_si128(static_cast<int>(2 * j0));  // bits 2j0… of qs at 0
     __m256i pairs[V][kJ];
 #pragma GCC unroll 4
     for (size_t l = 0; l < 4; ++l) {
       const __m256i qs = _mm256_srl_epi16(Load256(qs_lines + 64 * (8 * h + 4 * k + l)), q_shift);
-      const __m256i hm = kQ3 ? _mm256_srl_epi16(Load256(hm_lines + 64 * (4 * k + l)), h_shift) : qs;
 #pragma GCC unroll 4
       for (size_t jj = 0; jj < kJ; ++jj) {
-        __m256i w = _mm256_and_si256(jj == 0 ? qs : _mm256_srli_epi16(qs, static_cast<int>(2 * jj)), k3);
-        if constexpr (kQ3) {
-          const __m256i at2 = jj <= 2 ? _mm256_slli_epi16(hm, static_cast<int>(2 - jj)) : _mm256_srli_epi16(hm, 1);
-          w = _mm256_or_si256(w, _mm256_and_si256(at2, k4));
-        }
+        const __m256i w = _mm256_and_si256(jj == 0 ? qs : _mm256_srli_epi16(qs, static_cast<int>(2 * jj)), k3);
 #pragma GCC unroll 4
         for (size_t v = 0; v < V; ++v) {
           const __m256i b = _mm256_set1_epi32(LoadU32(xc[v].a[s].qs + 128 * h + 32 * (j0 + jj) + 16 * k + 4 * l));
@@ -350,9 +359,36 @@ HWY_INLINE void Dots(const uint8_t* qs_lines, const uint8_t* hm_lines, const __m
     for (size_t jj = 0; jj < kJ; ++jj) {
       const size_t g = 8 * h + 2 * (j0 + jj) + k;
 #pragma GCC unroll 4
+      for (size_t v = 0; v < V; ++v) isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(pairs[v][jj], sc[g]));
+    }
+  }
+}
+
+// The same for Q3_K (code lines at `lines`, at the half's offset): isum[v]
+// += Σ_g sc_g·(Σ_16 c·a − 4·bsum_g), the −4·bsum_g taken per int16 lane
+// as (2·bsum_g, 2·bsum_g) (pair sums ≤ 4·2·7·127 + 4064). Per triple, each
+// sub-block's 4 code vectors are decoded once for the V vectors.
+template <size_t V>
+HWY_INLINE void Q3Dots(const uint8_t* lines, const __m256i* sc, const QChunk* xc, size_t s, __m256i* isum) {
+  for (size_t tri = 0; tri < 8; ++tri) {
+    const uint8_t* p = lines + 3 * 64 * tri;
+    const __m256i a = Load256(p), b = Load256(p + 64), c = Load256(p + 128);
+#pragma GCC unroll 2
+    for (size_t k = 0; k < 2; ++k) {
+      const size_t g = 2 * tri + k;
+      __m256i pairs[V];
+#pragma GCC unroll 4
+      for (size_t l = 0; l < 4; ++l) {
+        const __m256i w = Q3Code(4 * k + l, a, b, c);
+#pragma GCC unroll 4
+        for (size_t v = 0; v < V; ++v) {
+          const __m256i pr = _mm256_maddubs_epi16(w, _mm256_set1_epi32(LoadU32(xc[v].a[s].qs + 16 * g + 4 * l)));
+          pairs[v] = l == 0 ? pr : _mm256_add_epi16(pairs[v], pr);
+        }
+      }
+#pragma GCC unroll 4
       for (size_t v = 0; v < V; ++v) {
-        __m256i pr = pairs[v][jj];
-        if constexpr (kQ3) pr = _mm256_sub_epi16(pr, _mm256_set1_epi32(xc[v].bsum2_pair[s][g]));
+        const __m256i pr = _mm256_sub_epi16(pairs[v], _mm256_set1_epi32(xc[v].bsum2_pair[s][g]));
         isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(pr, sc[g]));
       }
     }
@@ -383,49 +419,31 @@ HWY_INLINE __m256 FoldHalf(const uint8_t* group, const uint8_t* body, size_t sb,
   return sum;
 }
 
-// Bit `from` of every hmask byte (Q3_K's high bit of code vector (h, j):
-// bit 4h + j) moved to bit `to` and isolated (16-bit shifts: to ≥ the
-// shift when left, to + shift < 8 when right, so no bit crosses a byte).
-HWY_INLINE __m256i HighBitAt(__m256i hm, int from, int to) {
-  const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << to));
-  if (from == to) return _mm256_and_si256(hm, bit);
-  return _mm256_and_si256(from < to ? _mm256_slli_epi16(hm, to - from) : _mm256_srli_epi16(hm, from - to), bit);
-}
-
-// MatVec (V = 1): both halves of the group per super-block, so the group
-// streams once and each broadcast meets 16 rows. On a Zen-1 core a 256-bit
-// shift costs as much as a vpmaddubsw (2 cycles, one pipe) and the tiles'
-// decode took ~2.25 shifts per vpmaddubsw (Q3_K). Here a qs line gives its
-// four code vectors with one shift: j = 0 and 2 as c (bits 0-1 of the line
-// and of the line >> 4), j = 1 and 3 in place as 4c (bits 2-3), whose
-// int16 pair sums (≤ 4·2·28·127 over the 4 lines) go to their own int32 sum S4, exactly 4x
-// theirs: S = S1 + S4 / 4. Q3_K's high bit lands at bit 2 (c) or 4 (4c)
-// with at most one shift per code vector, and its −4·bsum_g is taken per
-// int16 lane from the split sums (QChunk::bsum_split).
-template <bool kQ3>
-HWY_NOINLINE void Q23TileMatVec(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc,
-                                float* y, size_t row0, size_t valid_rows) {
-  constexpr WeightType kType = kQ3 ? WeightType::kQ3_K : WeightType::kQ2_K;
-  // Lines per super-block to prefetch (Q3_K: 1760 bytes with its share of
-  // the pair's d lines), over the 24 steps l > 0 below.
-  constexpr size_t kLines = kQ3 ? 28 : kILQ2SuperBytes / 64;
+// MatVec (V = 1) of Q2_K: both halves of the group per super-block, so the
+// group streams once and each broadcast meets 16 rows. On a Zen-1 core a
+// 256-bit shift costs as much as a vpmaddubsw (2 cycles, one pipe) and the
+// tiles' decode took ~2.25 shifts per vpmaddubsw. Here a qs line gives
+// its four code vectors with one shift: j = 0 and 2 as c (bits 0-1 of the
+// line and of the line >> 4), j = 1 and 3 in place as 4c (bits 2-3), whose
+// int16 pair sums (≤ 4·2·12·127 over the 4 lines) go to their own int32
+// sum S4, exactly 4x theirs: S = S1 + S4 / 4.
+HWY_NOINLINE void Q2TileMatVec(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc,
+                               float* y, size_t row0, size_t valid_rows) {
+  constexpr size_t kLines = kILQ2SuperBytes / 64;  // to prefetch per super-block, over the 24 steps l > 0 below
   static_assert(kLines <= 48, "two lines per step at most");
   const __m256i k3 = _mm256_set1_epi8(3), k12 = _mm256_set1_epi8(12);
   __m256 sum[2];
   size_t rows[2];
   LoadHalfSums(y + row0, cb, valid_rows, sum, rows);
   for (size_t s = 0; s < nsb; ++s) {
-    const uint8_t* body = kQ3 ? group + InterleavedQ3KBodyOffset(cb + s) : group + (cb + s) * kILQ2SuperBytes;
-    const char* ahead = StreamAt(group, group_bytes, q23il::SuperBegin(kType, cb), q23il::SuperBegin(kType, cb + nsb),
-                                 q23il::SuperBegin(kType, cb + s) + kStreamPrefetchBytes);
-    const uint8_t* qs_lines = body + (kQ3 ? kILQ3QsOffset : kILQ2QsOffset);
-    const uint8_t* hm_lines = body + kILQ3HmaskOffset;
+    const uint8_t* body = group + (cb + s) * kILQ2SuperBytes;
+    const char* ahead = StreamAt(group, group_bytes, q23il::SuperBegin(WeightType::kQ2_K, cb),
+                                 q23il::SuperBegin(WeightType::kQ2_K, cb + nsb),
+                                 q23il::SuperBegin(WeightType::kQ2_K, cb + s) + kStreamPrefetchBytes);
+    const uint8_t* qs_lines = body + kILQ2QsOffset;
     __m256i sc[2][16], mn4[2][4];
-    for (size_t half = 0; half < 2; ++half) {
-      HalfScales<kQ3>(body + (kQ3 ? kILQ3ScalesOffset : kILQ2ScalesOffset) + 32 * half, sc[half], mn4[half]);
-    }
+    for (size_t half = 0; half < 2; ++half) HalfScales<false>(body + kILQ2ScalesOffset + 32 * half, sc[half], mn4[half]);
     const int8_t* a = xc->a[s].qs;
-    const int32_t* split = xc->bsum_split[s];
     __m256i s1[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, s4[2] = {s1[0], s1[0]};
     size_t slot = 0;  // steps l > 0 so far: even's chain prefetches line slot, odd's line 24 + slot
 #pragma GCC unroll 1
@@ -443,14 +461,8 @@ HWY_NOINLINE void Q23TileMatVec(const uint8_t* group, size_t group_bytes, size_t
             for (size_t half = 0; half < 2; ++half) {
               __m256i qs = Load256(qs_lines + 64 * (8 * h + 4 * k + l) + 32 * half);
               if (jp == 1) qs = _mm256_srli_epi16(qs, 4);
-              __m256i ce = _mm256_and_si256(qs, k3), co = _mm256_and_si256(qs, k12);
-              if constexpr (kQ3) {
-                const __m256i hm = Load256(hm_lines + 64 * (4 * k + l) + 32 * half);
-                const int bit = static_cast<int>(4 * h + 2 * jp);
-                ce = _mm256_or_si256(ce, HighBitAt(hm, bit, 2));
-                co = _mm256_or_si256(co, HighBitAt(hm, bit + 1, 4));
-              }
-              const __m256i pe = _mm256_maddubs_epi16(ce, a_even), po = _mm256_maddubs_epi16(co, a_odd);
+              const __m256i pe = _mm256_maddubs_epi16(_mm256_and_si256(qs, k3), a_even);
+              const __m256i po = _mm256_maddubs_epi16(_mm256_and_si256(qs, k12), a_odd);
               if (l == 0) {
                 even[half] = pe;
                 odd[half] = po;
@@ -468,13 +480,8 @@ HWY_NOINLINE void Q23TileMatVec(const uint8_t* group, size_t group_bytes, size_t
           const size_t ge = 8 * h + 4 * jp + k, go = ge + 2;  // sub-blocks 8h + 2j + k
 #pragma GCC unroll 2
           for (size_t half = 0; half < 2; ++half) {
-            __m256i pe = even[half], po = odd[half];
-            if constexpr (kQ3) {
-              pe = _mm256_sub_epi16(pe, _mm256_set1_epi32(split[ge]));
-              po = _mm256_sub_epi16(po, _mm256_set1_epi32(split[go]));
-            }
-            s1[half] = AddChain32(s1[half], _mm256_madd_epi16(pe, sc[half][ge]));
-            s4[half] = AddChain32(s4[half], _mm256_madd_epi16(po, sc[half][go]));
+            s1[half] = AddChain32(s1[half], _mm256_madd_epi16(even[half], sc[half][ge]));
+            s4[half] = AddChain32(s4[half], _mm256_madd_epi16(odd[half], sc[half][go]));
           }
         }
       }
@@ -482,7 +489,72 @@ HWY_NOINLINE void Q23TileMatVec(const uint8_t* group, size_t group_bytes, size_t
 #pragma GCC unroll 2
     for (size_t half = 0; half < 2; ++half) {
       const __m256i isum = _mm256_add_epi32(s1[half], _mm256_srai_epi32(s4[half], 2));  // S4 is exactly 4x
-      sum[half] = FoldHalf<kQ3>(group, body, cb + s, half, isum, mn4[half], *xc, s, sum[half]);
+      sum[half] = FoldHalf<false>(group, body, cb + s, half, isum, mn4[half], *xc, s, sum[half]);
+    }
+  }
+  StoreHalfSums(sum, rows, y + row0);
+}
+
+// MatVec (V = 1) of Q3_K: both halves per super-block as Q2TileMatVec, one
+// triple of re-coded lines (two sub-blocks) at a time: its 8 code vectors
+// (Q3Code: 19 operations, where GGUF's bits took ~34) into two int16 pair
+// chains, one per sub-block, less (2·bsum_g, 2·bsum_g) per lane.
+HWY_NOINLINE void Q3TileMatVec(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc,
+                               float* y, size_t row0, size_t valid_rows) {
+  // Lines per super-block to prefetch (1760 bytes with its share of the
+  // pair's d lines), over the 24 chain steps of half 0 below.
+  constexpr size_t kLines = 28;
+  static_assert(kLines <= 48, "two lines per step at most");
+  __m256 sum[2];
+  size_t rows[2];
+  LoadHalfSums(y + row0, cb, valid_rows, sum, rows);
+  for (size_t s = 0; s < nsb; ++s) {
+    const uint8_t* body = group + InterleavedQ3KBodyOffset(cb + s);
+    const char* ahead = StreamAt(group, group_bytes, q23il::SuperBegin(WeightType::kQ3_K, cb),
+                                 q23il::SuperBegin(WeightType::kQ3_K, cb + nsb),
+                                 q23il::SuperBegin(WeightType::kQ3_K, cb + s) + kStreamPrefetchBytes);
+    __m256i sc[2][16];
+    for (size_t half = 0; half < 2; ++half) HalfScales<true>(body + kILQ3ScalesOffset + 32 * half, sc[half], nullptr);
+    const int8_t* a = xc->a[s].qs;
+    const int32_t* bsum2 = xc->bsum2_pair[s];
+    __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    size_t slot = 0;  // chain steps of half 0 so far: the first chain prefetches line slot, the second 24 + slot
+#pragma GCC unroll 1
+    for (size_t tri = 0; tri < 8; ++tri) {
+      const uint8_t* lines = body + kILQ3CodesOffset + 3 * 64 * tri;
+#pragma GCC unroll 2
+      for (size_t half = 0; half < 2; ++half) {
+        const uint8_t* p = lines + 32 * half;
+        const __m256i la = Load256(p), lb = Load256(p + 64), lc = Load256(p + 128);
+        __m256i chain[2];  // sub-blocks 2·tri and 2·tri + 1
+#pragma GCC unroll 4
+        for (size_t l = 0; l < 4; ++l) {
+#pragma GCC unroll 2
+          for (size_t k = 0; k < 2; ++k) {
+            const __m256i x = _mm256_set1_epi32(LoadU32(a + 32 * tri + 16 * k + 4 * l));
+            const __m256i pr = _mm256_maddubs_epi16(Q3Code(4 * k + l, la, lb, lc), x);
+            if (l == 0) {
+              chain[k] = pr;
+            } else if (half == 0) {
+              const size_t line = k == 0 ? slot : 24 + slot;
+              chain[k] = line < kLines ? AddChain16(chain[k], pr, ahead + 64 * line) : AddChain16(chain[k], pr);
+            } else {
+              chain[k] = AddChain16(chain[k], pr);
+            }
+          }
+          if (l > 0 && half == 0) ++slot;
+        }
+#pragma GCC unroll 2
+        for (size_t k = 0; k < 2; ++k) {
+          const size_t g = 2 * tri + k;
+          const __m256i pr = _mm256_sub_epi16(chain[k], _mm256_set1_epi32(bsum2[g]));
+          isum[half] = AddChain32(isum[half], _mm256_madd_epi16(pr, sc[half][g]));
+        }
+      }
+    }
+#pragma GCC unroll 2
+    for (size_t half = 0; half < 2; ++half) {
+      sum[half] = FoldHalf<true>(group, body, cb + s, half, isum[half], nullptr, *xc, s, sum[half]);
     }
   }
   StoreHalfSums(sum, rows, y + row0);
@@ -497,7 +569,11 @@ template <bool kQ3, size_t V>
 HWY_NOINLINE void Q23Tile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc,
                           float* y, size_t y_stride, size_t row0, size_t valid_rows) {
   if constexpr (V == 1) {
-    Q23TileMatVec<kQ3>(group, group_bytes, cb, nsb, xc, y, row0, valid_rows);
+    if constexpr (kQ3) {
+      Q3TileMatVec(group, group_bytes, cb, nsb, xc, y, row0, valid_rows);
+    } else {
+      Q2TileMatVec(group, group_bytes, cb, nsb, xc, y, row0, valid_rows);
+    }
   } else {
     constexpr WeightType kType = kQ3 ? WeightType::kQ3_K : WeightType::kQ2_K;
     for (size_t half = 0; half * kHalfRows < valid_rows; ++half) {
@@ -518,8 +594,11 @@ HWY_NOINLINE void Q23Tile(const uint8_t* group, size_t group_bytes, size_t cb, s
         __m256i isum[V];
 #pragma GCC unroll 4
         for (size_t v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256();
-        Dots<kQ3, V>(body + (kQ3 ? kILQ3QsOffset : kILQ2QsOffset) + off, body + kILQ3HmaskOffset + off, sc, xc, s,
-                     isum);
+        if constexpr (kQ3) {
+          Q3Dots<V>(body + kILQ3CodesOffset + off, sc, xc, s, isum);
+        } else {
+          Q2Dots<V>(body + kILQ2QsOffset + off, sc, xc, s, isum);
+        }
 #pragma GCC unroll 4
         for (size_t v = 0; v < V; ++v) {
           sum[v] = FoldHalf<kQ3>(group, body, cb + s, half, isum[v], mn4, xc[v], s, sum[v]);

@@ -80,9 +80,17 @@ namespace kvedge {
 //       pair p at p·3520: +0 d of 2p [16 rows] f16, +32 d of 2p + 1, then
 //       the bodies of 2p (+64) and 2p + 1 (+1792), 1728 bytes each:
 //       +0 the 12 packed scale bytes [3 words][16 rows][4 bytes] (as Q4_K);
-//       +192 qs: [16][16 rows][4 bytes], qs[4v … 4v+3] of row r at
-//         192 + 64v + 4r; +1216 hmask: [8][16 rows][4 bytes], hmask[4u …]
-//         at 1216 + 64u + 4r (all line-aligned; GGUF's bits as they are).
+//       +192 codes: [24][16 rows][4 bytes], x[4n … 4n+3] of row r at
+//         192 + 64n + 4r (all line-aligned), x [96] the row's qs and hmask
+//         re-coded so that a kernel takes a 3-bit code with one or two
+//         operations where GGUF's 2 + 1 bits took four or five
+//         (EncodeQ3KCodes in weight_quant.h): lines 3T, 3T + 1, 3T + 2
+//         (T < 8) are bytes A, B, C holding, per t < 4, the codes
+//         c_m = q + 4 ∈ [0, 8) of weights 32T + 4m + t (m < 8: sub-blocks
+//         2T and 2T + 1, four weights each), as
+//           A = c_0 | c_1 << 3 | (c_6 & 3) << 6,
+//           B = c_2 | c_3 << 3 | (c_7 & 3) << 6,
+//           C = c_4 | c_5 << 3 | (c_6 >> 2) << 6 | (c_7 >> 2) << 7.
 //     Q2_K (kILQ2*): group g is its super-blocks in order, 1344 bytes =
 //       16 × 84 each: +0 d [16 rows] f16; +32 dmin; +64 the 16 scale/min
 //       bytes [4][16 rows][4 bytes]; +320 qs [16][16 rows][4 bytes].
@@ -116,7 +124,7 @@ inline constexpr bool IsInterleavable(WeightType t) {
 // Q3_K's interleaved pairs of super-blocks (the layout above): d of
 // super-block s and its body, relative to the group; the body's parts.
 inline constexpr size_t kILQ3PairBytes = 16 * 2 * 110, kILQ3BodyBytes = 1728;
-inline constexpr size_t kILQ3ScalesOffset = 0, kILQ3QsOffset = 192, kILQ3HmaskOffset = 1216;
+inline constexpr size_t kILQ3ScalesOffset = 0, kILQ3CodesOffset = 192;
 inline constexpr size_t InterleavedQ3KDOffset(size_t s) { return s / 2 * kILQ3PairBytes + 32 * (s & 1); }
 inline constexpr size_t InterleavedQ3KBodyOffset(size_t s) {
   return s / 2 * kILQ3PairBytes + 64 + kILQ3BodyBytes * (s & 1);

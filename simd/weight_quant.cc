@@ -115,11 +115,13 @@ void ForQ23KRuns(WeightType t, size_t s, size_t i, const F& copy) {
     return;
   }
   if (t == WeightType::kQ3_K) {
+    // The block's hmask and qs (96 bytes from hmask on) hold its re-coded
+    // codes x (EncodeQ3KCodes) on both sides of the copy.
+    static_assert(offsetof(BlockQ3_K, qs) == offsetof(BlockQ3_K, hmask) + 32, "x spans hmask and qs");
     const size_t body = InterleavedQ3KBodyOffset(s);
     copy(InterleavedQ3KDOffset(s) + 2 * i, offsetof(BlockQ3_K, d), 2);
     for (size_t k = 0; k < 3; ++k) copy(body + kILQ3ScalesOffset + 64 * k + 4 * i, offsetof(BlockQ3_K, scales) + 4 * k, 4);
-    for (size_t v = 0; v < 16; ++v) copy(body + kILQ3QsOffset + 64 * v + 4 * i, offsetof(BlockQ3_K, qs) + 4 * v, 4);
-    for (size_t u = 0; u < 8; ++u) copy(body + kILQ3HmaskOffset + 64 * u + 4 * i, offsetof(BlockQ3_K, hmask) + 4 * u, 4);
+    for (size_t n = 0; n < 24; ++n) copy(body + kILQ3CodesOffset + 64 * n + 4 * i, offsetof(BlockQ3_K, hmask) + 4 * n, 4);
     return;
   }
   const size_t sb = s * kILQ2SuperBytes;
@@ -130,7 +132,8 @@ void ForQ23KRuns(WeightType t, size_t s, size_t i, const F& copy) {
 }
 
 // InterleaveGroups for Q3_K, Q2_K and IQ4_XS: each row's super-blocks spread
-// over its group, byte for byte; missing rows and an odd pair's second d are zero.
+// over its group, byte for byte (Q3_K's codes re-coded first,
+// EncodeQ3KCodes); missing rows and an odd pair's second d are zero.
 void InterleaveGroupsQ23K(const MatrixView& src, size_t group_begin, size_t group_end, uint8_t* dst) {
   const size_t nsb = src.cols / kSuperBlock, block_bytes = GetWeightFormat(src.type).block_bytes;
   const size_t row_bytes = WeightRowBytes(src.type, src.cols);
@@ -142,9 +145,14 @@ void InterleaveGroupsQ23K(const MatrixView& src, size_t group_begin, size_t grou
     for (size_t i = 0; i < kInterleaveRows && g * kInterleaveRows + i < src.rows; ++i) {
       const uint8_t* row = rows + (g * kInterleaveRows + i) * row_bytes;
       for (size_t s = 0; s < nsb; ++s) {
-        ForQ23KRuns(src.type, s, i, [&](size_t to, size_t from, size_t n) {
-          std::memcpy(group + to, row + s * block_bytes + from, n);
-        });
+        const uint8_t* bytes = row + s * block_bytes;
+        BlockQ3_K recoded;
+        if (src.type == WeightType::kQ3_K) {
+          std::memcpy(&recoded, bytes, sizeof(recoded));
+          EncodeQ3KCodes(bytes + offsetof(BlockQ3_K, qs), bytes + offsetof(BlockQ3_K, hmask), recoded.hmask);
+          bytes = reinterpret_cast<const uint8_t*>(&recoded);
+        }
+        ForQ23KRuns(src.type, s, i, [&](size_t to, size_t from, size_t n) { std::memcpy(group + to, bytes + from, n); });
       }
     }
   }
@@ -171,6 +179,12 @@ void ReadInterleavedQ23K(const MatrixView& w, size_t r, size_t s, void* out) {
   ForQ23KRuns(w.type, s, r % kInterleaveRows, [&](size_t from, size_t to, size_t n) {
     std::memcpy(block + to, group + from, n);
   });
+  if (w.type == WeightType::kQ3_K) {
+    auto* b = static_cast<BlockQ3_K*>(out);
+    uint8_t x[sizeof(b->hmask) + sizeof(b->qs)];
+    std::memcpy(x, b->hmask, sizeof(x));
+    DecodeQ3KCodes(x, b->qs, b->hmask);
+  }
 }
 
 namespace {
@@ -253,6 +267,54 @@ void DecodeQ6KCodes(const uint8_t* a, const uint8_t* b, uint8_t* ql, uint8_t* qh
       ql[64 * h + l] = static_cast<uint8_t>((c0 & 15) | (c2 & 15) << 4);
       ql[64 * h + 32 + l] = static_cast<uint8_t>((c1 & 15) | (c3 & 15) << 4);
       qh[32 * h + l] = static_cast<uint8_t>(c0 >> 4 | (c1 >> 4) << 2 | (c2 >> 4) << 4 | (c3 >> 4) << 6);
+    }
+  }
+}
+
+void EncodeQ3KCodes(const uint8_t* qs, const uint8_t* hmask, uint8_t* x) {
+  // Triple T = 4h + j holds GGUF's bit pair j of qs[32h + col] and bit
+  // 4h + j of hmask[col], col = 4m + t < 32: 8 columns at a time, one per
+  // byte of a 64-bit word (codes ≤ 7: no shift leaves its byte).
+  constexpr uint64_t k01 = 0x0101010101010101ull, k03 = 0x0303030303030303ull;
+  constexpr uint32_t k01w = 0x01010101u, k03w = 0x03030303u;
+  for (int h = 0; h < 2; ++h) {
+    for (int j = 0; j < 4; ++j) {
+      uint32_t lo[4], hi[4];  // codes of columns 8w … 8w + 3 and 8w + 4 … 8w + 7
+      for (int w = 0; w < 4; ++w) {
+        uint64_t q, m;
+        std::memcpy(&q, qs + 32 * h + 8 * w, 8);
+        std::memcpy(&m, hmask + 8 * w, 8);
+        const uint64_t c = (q >> (2 * j) & k03) | (m >> (4 * h + j) & k01) << 2;
+        lo[w] = static_cast<uint32_t>(c);
+        hi[w] = static_cast<uint32_t>(c >> 32);
+      }
+      // Slots m = 0 … 7 are columns 4m … 4m + 3: lo[w] is slot 2w, hi[w] slot 2w + 1.
+      const uint32_t a = lo[0] | hi[0] << 3 | (lo[3] & k03w) << 6;
+      const uint32_t b = lo[1] | hi[1] << 3 | (hi[3] & k03w) << 6;
+      const uint32_t c = lo[2] | hi[2] << 3 | (lo[3] >> 2 & k01w) << 6 | (hi[3] >> 2 & k01w) << 7;
+      uint8_t* out = x + 12 * (4 * h + j);
+      std::memcpy(out, &a, 4);
+      std::memcpy(out + 4, &b, 4);
+      std::memcpy(out + 8, &c, 4);
+    }
+  }
+}
+
+void DecodeQ3KCodes(const uint8_t* x, uint8_t* qs, uint8_t* hmask) {
+  std::memset(qs, 0, 64);
+  std::memset(hmask, 0, 32);
+  for (int tri = 0; tri < 8; ++tri) {
+    const uint8_t* p = x + 12 * tri;
+    const int h = tri / 4, j = tri % 4;
+    for (int t = 0; t < 4; ++t) {
+      const int a = p[t], b = p[4 + t], c = p[8 + t];
+      const int code[8] = {a & 7, a >> 3 & 7, b & 7, b >> 3 & 7, c & 7, c >> 3 & 7,
+                           (a >> 6) | (c >> 6 & 1) << 2, (b >> 6) | (c >> 7) << 2};
+      for (int m = 0; m < 8; ++m) {
+        const int col = 4 * m + t;
+        qs[32 * h + col] = static_cast<uint8_t>(qs[32 * h + col] | (code[m] & 3) << (2 * j));
+        hmask[col] = static_cast<uint8_t>(hmask[col] | (code[m] >> 2) << (4 * h + j));
+      }
     }
   }
 }

@@ -74,6 +74,10 @@ void DecodeQ5KCodes(const uint8_t* a, const uint8_t* b, uint8_t* qs, uint8_t* qh
 // The same for Q6_K: ql [128] and qh [64] → a [128] and b [64], and back.
 void EncodeQ6KCodes(const uint8_t* ql, const uint8_t* qh, uint8_t* a, uint8_t* b);
 void DecodeQ6KCodes(const uint8_t* a, const uint8_t* b, uint8_t* ql, uint8_t* qh);
+// Q3_K's codes as its interleaved layout holds them (model_kernels.h): qs
+// [64] and hmask [32] of a block → x [96], and back; inverses on every input.
+void EncodeQ3KCodes(const uint8_t* qs, const uint8_t* hmask, uint8_t* x);
+void DecodeQ3KCodes(const uint8_t* x, uint8_t* qs, uint8_t* hmask);
 // The same for Q6_K.
 void ReadInterleavedQ6K(const MatrixView& w, size_t r, size_t s, BlockQ6_K* out);
 // The same for Q3_K, Q2_K and IQ4_XS: out is a BlockQ3_K, BlockQ2_K or

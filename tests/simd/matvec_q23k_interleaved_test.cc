@@ -1,5 +1,5 @@
 // Q3_K and Q2_K in the interleaved layout (kInterleaved16, matvec_q23k_interleaved.cc):
-// the layout round trip, and per compiled Highway target (the fixture
+// Q3_K's code re-coding, the layout round trip, and per compiled Highway target (the fixture
 // restricts dispatch to that target) MatVec against llama.cpp's integer dot
 // product (ref::MatVecRowsQ8K on the GGUF rows, bit for bit), MatMul and
 // threads against MatVec, on both layouts.
@@ -35,6 +35,35 @@ namespace kvedge {
 namespace {
 
 const WeightType kTypes[] = {WeightType::kQ3_K, WeightType::kQ2_K};
+
+// Q3_K's re-coded codes (model_kernels.h): on random blocks, every
+// weight's code as the layout's formulas read it from x is GGUF's (q + 4),
+// and the encoder and decoder are each other's inverse both ways.
+TEST(Q23KInterleavedLayoutTest, Q3KCodesRoundTrip) {
+  std::mt19937 rng(73);
+  for (int n = 0; n < 200; ++n) {
+    uint8_t qs[64], hmask[32], x[96], qs2[64], hmask2[32], x2[96];
+    for (uint8_t& c : qs) c = static_cast<uint8_t>(rng());
+    for (uint8_t& c : hmask) c = static_cast<uint8_t>(rng());
+    EncodeQ3KCodes(qs, hmask, x);
+    for (int i = 0; i < 256; ++i) {
+      const int h = i / 128, j = i % 128 / 32, col = i % 32;
+      const int want = (qs[32 * h + col] >> (2 * j) & 3) | (hmask[col] >> (4 * h + j) & 1) << 2;
+      const int tri = i / 32, m = i % 32 / 4, t = i % 4;
+      const int a = x[12 * tri + t], b = x[12 * tri + 4 + t], c = x[12 * tri + 8 + t];
+      const int got[8] = {a & 7, a >> 3 & 7, b & 7, b >> 3 & 7, c & 7, c >> 3 & 7, (a >> 6) | (c >> 6 & 1) << 2,
+                          (b >> 6) | (c >> 7) << 2};
+      ASSERT_EQ(got[m], want) << "block " << n << " weight " << i;
+    }
+    DecodeQ3KCodes(x, qs2, hmask2);
+    ASSERT_EQ(0, std::memcmp(qs, qs2, sizeof(qs)));
+    ASSERT_EQ(0, std::memcmp(hmask, hmask2, sizeof(hmask)));
+    for (uint8_t& c : x) c = static_cast<uint8_t>(rng());
+    DecodeQ3KCodes(x, qs2, hmask2);
+    EncodeQ3KCodes(qs2, hmask2, x2);
+    ASSERT_EQ(0, std::memcmp(x, x2, sizeof(x)));
+  }
+}
 
 // Lossless: every super-block reads back to its GGUF bytes, every weight
 // dequantizes the same, padded rows are zero weights; the sizes are the
