@@ -560,11 +560,11 @@ HWY_NOINLINE void Q3TileMatVec(const uint8_t* group, size_t group_bytes, size_t 
   StoreHalfSums(sum, rows, y + row0);
 }
 
-// As the VNNI tiles, for the MatMul tiles (V ≥ 2; MatVec is
-// Q23TileMatVec) of Q3_K (kQ3) or Q2_K, one half per pass over the chunk
-// span: the first pass streams the group (and prefetches), the second
-// reads the span (≤ 28 KiB) from cache; each code vector is decoded once
-// for the V vectors.
+// As the VNNI tiles, for the MatMul tiles (V ≥ 2; MatVec is Q3TileMatVec
+// and Q2TileMatVec) of Q3_K (kQ3) or Q2_K, one half per pass over the
+// chunk span: the first pass streams the group (and prefetches), the
+// second reads the span (≤ 28 KiB) from cache; each code vector is decoded
+// once for the V vectors.
 template <bool kQ3, size_t V>
 HWY_NOINLINE void Q23Tile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc,
                           float* y, size_t y_stride, size_t row0, size_t valid_rows) {
