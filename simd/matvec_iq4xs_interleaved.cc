@@ -315,7 +315,7 @@ constexpr size_t kTileVecs = 8;
 template <size_t V>
 HWY_NOINLINE void XTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb, size_t nsb, const XChunk* xc,
                         float* y, size_t y_stride, size_t row0, size_t valid_rows) {
-  MatrixView view;  // the group alone, for ReadInterleavedQ23K
+  MatrixView view;  // the group alone, for ReadInterleavedSuperBlock
   view.type = WeightType::kIQ4_XS;
   view.data = group;
   view.rows = kInterleaveRows;
@@ -326,7 +326,7 @@ HWY_NOINLINE void XTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb,
     for (size_t v = 0; v < V; ++v) acc[v] = cb == 0 ? 0.0f : y[v * y_stride + row0 + r];
     for (size_t s = 0; s < nsb; ++s) {
       BlockIQ4_XS b;
-      ReadInterleavedQ23K(view, r, cb + s, &b);
+      ReadInterleavedSuperBlock(view, r, cb + s, &b);
       for (size_t v = 0; v < V; ++v) {
         const BlockQ8_K& a = xc[v].a[s];
         int32_t isum = 0;

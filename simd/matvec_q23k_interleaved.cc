@@ -664,7 +664,7 @@ HWY_INLINE int32_t Q2Sum(const BlockQ2_K& b, const BlockQ8_K& a, int32_t* m) {
 template <bool kQ3, size_t V>
 HWY_NOINLINE void Q23Tile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const QChunk* xc,
                           float* y, size_t y_stride, size_t row0, size_t valid_rows) {
-  MatrixView view;  // the group alone, for ReadInterleavedQ23K
+  MatrixView view;  // the group alone, for ReadInterleavedSuperBlock
   view.type = kQ3 ? WeightType::kQ3_K : WeightType::kQ2_K;
   view.data = group;
   view.rows = kInterleaveRows;
@@ -678,9 +678,9 @@ HWY_NOINLINE void Q23Tile(const uint8_t* group, size_t group_bytes, size_t cb, s
       BlockQ3_K b3;
       BlockQ2_K b2;
       if constexpr (kQ3) {
-        ReadInterleavedQ23K(view, r, cb + s, &b3);
+        ReadInterleavedSuperBlock(view, r, cb + s, &b3);
       } else {
-        ReadInterleavedQ23K(view, r, cb + s, &b2);
+        ReadInterleavedSuperBlock(view, r, cb + s, &b2);
       }
       for (size_t v = 0; v < V; ++v) {
         const BlockQ8_K& a = xc[v].a[s];

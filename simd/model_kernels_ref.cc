@@ -113,36 +113,6 @@ int QuantCode(const MatrixView& w, size_t r, size_t c, float* d, float* m) {
   return BlockCode(w.type, RowPtr(w, r) + c / kQuantBlock * block_bytes, static_cast<int>(c % kQuantBlock), d, m);
 }
 
-namespace {
-
-// Super-block s of row r of an interleaved K-quant matrix (Q2_K … Q6_K, IQ4_XS) read
-// back into its GGUF bytes; out holds the type's block_bytes.
-void ReadInterleavedSuperBlock(const MatrixView& w, size_t r, size_t s, uint8_t* out) {
-  switch (w.type) {
-    case WeightType::kQ4_K: {
-      BlockQ4_K b;
-      ReadInterleavedQ4K(w, r, s, &b);
-      std::memcpy(out, &b, sizeof(b));
-      return;
-    }
-    case WeightType::kQ5_K: {
-      BlockQ5_K b;
-      ReadInterleavedQ5K(w, r, s, &b);
-      std::memcpy(out, &b, sizeof(b));
-      return;
-    }
-    case WeightType::kQ6_K: {
-      BlockQ6_K b;
-      ReadInterleavedQ6K(w, r, s, &b);
-      std::memcpy(out, &b, sizeof(b));
-      return;
-    }
-    default: ReadInterleavedQ23K(w, r, s, out);
-  }
-}
-
-}  // namespace
-
 float DequantizeWeight(const MatrixView& w, size_t r, size_t c) {
   if (w.layout == WeightLayout::kInterleaved16 && GetWeightFormat(w.type).kernel == WeightKernel::kInt8K) {
     alignas(8) uint8_t block[sizeof(BlockQ6_K)];  // the largest K-quant block

@@ -158,8 +158,6 @@ void InterleaveGroupsQ23K(const MatrixView& src, size_t group_begin, size_t grou
   }
 }
 
-}  // namespace
-
 void ReadInterleavedQ6K(const MatrixView& w, size_t r, size_t s, BlockQ6_K* out) {
   const size_t nsb = w.cols / kSuperBlock;
   const uint8_t* group = static_cast<const uint8_t*>(w.data) + r / kInterleaveRows * InterleavedGroupBytes(w.type, w.cols);
@@ -186,8 +184,6 @@ void ReadInterleavedQ23K(const MatrixView& w, size_t r, size_t s, void* out) {
     DecodeQ3KCodes(x, b->qs, b->hmask);
   }
 }
-
-namespace {
 
 template <class Block>
 void ReadInterleavedQ45K(const MatrixView& w, size_t r, size_t s, Block* out) {
@@ -319,8 +315,19 @@ void DecodeQ3KCodes(const uint8_t* x, uint8_t* qs, uint8_t* hmask) {
   }
 }
 
-void ReadInterleavedQ4K(const MatrixView& w, size_t r, size_t s, BlockQ4_K* out) { ReadInterleavedQ45K(w, r, s, out); }
-void ReadInterleavedQ5K(const MatrixView& w, size_t r, size_t s, BlockQ5_K* out) { ReadInterleavedQ45K(w, r, s, out); }
+void ReadInterleavedSuperBlock(const MatrixView& w, size_t r, size_t s, void* out) {
+  switch (w.type) {
+    case WeightType::kQ4_K: return ReadInterleavedQ45K(w, r, s, static_cast<BlockQ4_K*>(out));
+    case WeightType::kQ5_K: return ReadInterleavedQ45K(w, r, s, static_cast<BlockQ5_K*>(out));
+    case WeightType::kQ6_K: return ReadInterleavedQ6K(w, r, s, static_cast<BlockQ6_K*>(out));
+    case WeightType::kQ3_K:
+    case WeightType::kQ2_K:
+    case WeightType::kIQ4_XS: return ReadInterleavedQ23K(w, r, s, out);
+    default:
+      std::fprintf(stderr, "%s:%d: %s has no interleaved super-blocks\n", __FILE__, __LINE__, WeightTypeName(w.type));
+      std::abort();
+  }
+}
 
 void QuantizeRowQ8_0(const float* x, size_t n, BlockQ8_0* out) {
   CheckBlockMultiple(n, "QuantizeRowQ8_0");

@@ -62,10 +62,10 @@ void QuantizeRowBF16(const float* x, size_t n, uint16_t* out);
 void InterleaveGroups(const MatrixView& src, size_t group_begin, size_t group_end, uint8_t* dst);
 // The view of a matrix interleaved at dst.
 MatrixView InterleavedView(const MatrixView& src, const uint8_t* dst);
-// Super-block s of row r of an interleaved Q4_K (Q5_K) matrix w, read back
-// into its GGUF bytes (the inverse of InterleaveGroups).
-void ReadInterleavedQ4K(const MatrixView& w, size_t r, size_t s, BlockQ4_K* out);
-void ReadInterleavedQ5K(const MatrixView& w, size_t r, size_t s, BlockQ5_K* out);
+// Super-block s of row r of an interleaved Q2_K … Q6_K or IQ4_XS matrix w,
+// read back into its GGUF bytes (the inverse of InterleaveGroups): out is
+// the block of w.type (BlockQ4_K, …).
+void ReadInterleavedSuperBlock(const MatrixView& w, size_t r, size_t s, void* out);
 // Q5_K's codes as its interleaved layout holds them (model_kernels.h): qs
 // [128] and qh [32] of a block → a [128] and b [32], and back. Each is the
 // other's inverse on every input.
@@ -78,11 +78,6 @@ void DecodeQ6KCodes(const uint8_t* a, const uint8_t* b, uint8_t* ql, uint8_t* qh
 // [64] and hmask [32] of a block → x [96], and back; inverses on every input.
 void EncodeQ3KCodes(const uint8_t* qs, const uint8_t* hmask, uint8_t* x);
 void DecodeQ3KCodes(const uint8_t* x, uint8_t* qs, uint8_t* hmask);
-// The same for Q6_K.
-void ReadInterleavedQ6K(const MatrixView& w, size_t r, size_t s, BlockQ6_K* out);
-// The same for Q3_K, Q2_K and IQ4_XS: out is a BlockQ3_K, BlockQ2_K or
-// BlockIQ4_XS as w.type.
-void ReadInterleavedQ23K(const MatrixView& w, size_t r, size_t s, void* out);
 
 }  // namespace kvedge
 

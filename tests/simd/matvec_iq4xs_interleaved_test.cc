@@ -47,7 +47,7 @@ TEST(IQ4XSInterleavedLayoutTest, RoundTrip) {
       for (size_t r = 0; r < groups * 16; ++r) {
         for (size_t s = 0; s < nsb; ++s) {
           BlockIQ4_XS back, want = {};
-          ReadInterleavedQ23K(il.view, r, s, &back);
+          ReadInterleavedSuperBlock(il.view, r, s, &back);
           if (r < rows) std::memcpy(&want, m.bytes.data() + (r * nsb + s) * sizeof(want), sizeof(want));
           ASSERT_EQ(std::memcmp(&back, &want, sizeof(want)), 0) << rows << "x" << cols << " r=" << r << " s=" << s;
         }

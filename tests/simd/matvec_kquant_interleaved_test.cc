@@ -38,13 +38,6 @@ namespace {
 // The K-quants with an interleaved layout.
 const WeightType kILKTypes[] = {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K};
 
-// Super-block s of row r of an interleaved matrix in GGUF bytes.
-void ReadBack(const MatrixView& w, size_t r, size_t s, uint8_t* out) {
-  if (w.type == WeightType::kQ6_K) return ReadInterleavedQ6K(w, r, s, reinterpret_cast<BlockQ6_K*>(out));
-  if (w.type == WeightType::kQ5_K) return ReadInterleavedQ5K(w, r, s, reinterpret_cast<BlockQ5_K*>(out));
-  ReadInterleavedQ4K(w, r, s, reinterpret_cast<BlockQ4_K*>(out));
-}
-
 // Lossless: every super-block reads back to its GGUF bytes, every weight
 // dequantizes the same, padded rows are zero weights; the sizes are the
 // layout's (16 rows' GGUF bytes per group, Q6_K padded to 64-byte lines
@@ -66,7 +59,7 @@ TEST(KQuantInterleavedLayoutTest, RoundTrip) {
         for (size_t r = 0; r < groups * 16; ++r) {
           for (size_t s = 0; s < nsb; ++s) {
             std::vector<uint8_t> back(block_bytes), want(block_bytes, 0);
-            ReadBack(il.view, r, s, back.data());
+            ReadInterleavedSuperBlock(il.view, r, s, back.data());
             if (r < rows) std::memcpy(want.data(), m.bytes.data() + (r * nsb + s) * block_bytes, block_bytes);
             ASSERT_EQ(back, want) << WeightTypeName(t) << " " << rows << "x" << cols << " r=" << r << " s=" << s;
           }

@@ -90,7 +90,7 @@ TEST(Q23KInterleavedLayoutTest, RoundTrip) {
         for (size_t r = 0; r < groups * 16; ++r) {
           for (size_t s = 0; s < nsb; ++s) {
             BlockQ3_K back;  // the larger block
-            ReadInterleavedQ23K(il.view, r, s, &back);
+            ReadInterleavedSuperBlock(il.view, r, s, &back);
             std::vector<uint8_t> want(block_bytes, 0);
             if (r < rows) std::memcpy(want.data(), m.bytes.data() + (r * nsb + s) * block_bytes, block_bytes);
             ASSERT_EQ(std::memcmp(&back, want.data(), block_bytes), 0)
