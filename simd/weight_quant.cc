@@ -270,7 +270,7 @@ void DecodeQ6KCodes(const uint8_t* a, const uint8_t* b, uint8_t* ql, uint8_t* qh
 void EncodeQ3KCodes(const uint8_t* qs, const uint8_t* hmask, uint8_t* x) {
   // Triple T = 4h + j holds GGUF's bit pair j of qs[32h + col] and bit
   // 4h + j of hmask[col], col = 4m + t < 32: 8 columns at a time, one per
-  // byte of a 64-bit word (codes ≤ 7: no shift leaves its byte).
+  // byte of a 64-bit word (every shift is masked back inside its byte).
   constexpr uint64_t k01 = 0x0101010101010101ull, k03 = 0x0303030303030303ull;
   constexpr uint32_t k01w = 0x01010101u, k03w = 0x03030303u;
   for (int h = 0; h < 2; ++h) {
