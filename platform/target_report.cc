@@ -15,9 +15,14 @@ int64_t ThisTarget() { return HWY_TARGET; }
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <atomic>
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
+
+#if HWY_ARCH_X86
+#include <cpuid.h>
+#endif
 
 #include "platform/target_report.h"
 #include "platform/thread_arena.h"
@@ -25,7 +30,39 @@ HWY_AFTER_NAMESPACE();
 namespace kvedge {
 HWY_EXPORT(ThisTarget);
 
-std::string DispatchedTargetName() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(ThisTarget)()); }
+namespace {
+// Relaxed: set at process start or between a test's kernel calls.
+std::atomic<bool>& AvxVnniFlag() {
+  static std::atomic<bool> flag{CpuHasAvxVnni()};
+  return flag;
+}
+}  // namespace
+
+bool CpuHasAvxVnni() {
+#if HWY_ARCH_X86
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_max(0, nullptr) < 7) return false;
+    __cpuid_count(7, 1, a, b, c, d);
+    return (a & (1u << 4)) != 0;  // AVX-VNNI; the OS saves ymm state wherever AVX2 dispatches
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool AvxVnniEnabled() { return AvxVnniFlag().load(std::memory_order_relaxed); }
+
+void SetAvxVnniEnabled(bool on) { AvxVnniFlag().store(on && CpuHasAvxVnni(), std::memory_order_relaxed); }
+
+std::string DispatchedTargetName() {
+  const int64_t target = HWY_DYNAMIC_DISPATCH(ThisTarget)();
+#if HWY_ARCH_X86
+  if (target == HWY_AVX2 && AvxVnniEnabled()) return "AVX2_VNNI";
+#endif
+  return hwy::TargetName(target);
+}
 
 namespace {
 std::string CpuName() {
@@ -65,8 +102,14 @@ TargetReport GetTargetReport() {
   for (int shift = 0; shift < 63; ++shift) {
     const int64_t bit = int64_t{1} << shift;
     if ((HWY_TARGETS & bit) == 0) continue;
-    r.compiled.push_back(hwy::TargetName(bit));
-    if (supported & bit) r.supported.push_back(hwy::TargetName(bit));
+    const std::string name = hwy::TargetName(bit);
+    // The AVX2 target's kernels with AVX-VNNI, a choice of its own.
+    if (HWY_ARCH_X86 && bit == HWY_AVX2) {
+      r.compiled.push_back(name + "_VNNI");
+      if ((supported & bit) && CpuHasAvxVnni()) r.supported.push_back(name + "_VNNI");
+    }
+    r.compiled.push_back(name);
+    if (supported & bit) r.supported.push_back(name);
   }
   r.hardware_threads = HardwareThreads();
   return r;
@@ -80,11 +123,14 @@ Status RestrictDispatch(const std::string& target) {
   for (int shift = 0; shift < 63; ++shift) {
     const int64_t bit = int64_t{1} << shift;
     if ((HWY_TARGETS & bit) == 0 || (supported & bit) == 0) continue;
-    if (upper == hwy::TargetName(bit)) {
+    const std::string name = hwy::TargetName(bit);
+    const bool vnni = HWY_ARCH_X86 && bit == HWY_AVX2 && CpuHasAvxVnni();
+    if (upper == name || (vnni && upper == name + "_VNNI")) {
       hwy::SetSupportedTargetsForTest(bit);
+      SetAvxVnniEnabled(upper != name);
       return OkStatus();
     }
-    names += std::string(names.empty() ? "" : ", ") + hwy::TargetName(bit);
+    names += std::string(names.empty() ? "" : ", ") + name + (vnni ? ", " + name + "_VNNI" : "");
   }
   return InvalidArgument("SIMD target '" + target + "' is not compiled in or not supported by this CPU (use one of: " +
                          names + ")");

@@ -22,12 +22,28 @@ struct TargetReport {
 
 TargetReport GetTargetReport();
 
-// Name of the target dispatch selects, e.g. "AVX3", "NEON", "SVE_256".
+// Name of the target dispatch selects, e.g. "AVX3", "NEON", "SVE_256";
+// "AVX2_VNNI" for AVX2 with AVX-VNNI in use (AvxVnniEnabled).
 std::string DispatchedTargetName();
+
+// AVX-VNNI: vpdpwssd/vpdpbusd on ymm in VEX encoding, on CPUs with AVX2 and
+// no AVX-512 VNNI of their own (Intel Alder Lake and later, Sierra Forest;
+// AMD Zen 5 has it beside AVX-512). Highway 1.0.3 has no target for it, so
+// the AVX2 kernels check AvxVnniEnabled() at run time. CPUID leaf 7.1 EAX
+// bit 4, read once.
+bool CpuHasAvxVnni();
+// True when the AVX2 kernels use AVX-VNNI: the CPU has it and neither
+// RestrictDispatch("AVX2") nor SetAvxVnniEnabled(false) turned it off.
+bool AvxVnniEnabled();
+// Turns the AVX2 kernels' AVX-VNNI use on (where the CPU has it) or off.
+// For RestrictDispatch and tests; not for use while kernels run.
+void SetAvxVnniEnabled(bool on);
 
 // Restricts dispatch to one compiled target this CPU supports, by name as
 // DispatchedTargetName spells it (case-insensitive), e.g. "AVX2" to measure
-// what an AVX2 laptop runs on an AVX-512 machine. Call before any kernel
+// what an AVX2 laptop runs on an AVX-512 machine: "AVX2" without AVX-VNNI
+// (Haswell … Zen 3), "AVX2_VNNI" with it (Alder Lake …; only where the CPU
+// has it). Call before any kernel
 // runs (process start); not thread-safe. Errors name the target and the
 // supported ones.
 Status RestrictDispatch(const std::string& target);

@@ -13,6 +13,7 @@
 #include "simd/kv_kernels.h"
 #include "simd/arm_dotprod.h"
 #include "simd/kv_kernels_ref.h"
+#include "platform/target_report.h"  // AvxVnniEnabled (the AVX2 kernels' vpdpwssd)
 #include "simd/x86_vnni.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -1002,11 +1003,11 @@ void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTR
 #endif
 #if HWY_TARGET == HWY_AVX2
   if (IsQuantized(f)) {
-    return f == KvFormat::kInt4
-               ? Avx2ScoreKeyBlocksMulti<true>(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores,
-                                               scores_stride)
-               : Avx2ScoreKeyBlocksMulti<false>(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores,
-                                                scores_stride);
+    const auto kernel = f == KvFormat::kInt4 ? (AvxVnniEnabled() ? Avx2ScoreKeyBlocksMulti<true, true>
+                                                                   : Avx2ScoreKeyBlocksMulti<true, false>)
+                                             : (AvxVnniEnabled() ? Avx2ScoreKeyBlocksMulti<false, true>
+                                                                   : Avx2ScoreKeyBlocksMulti<false, false>);
+    return kernel(f, d, rope_dim, q, nq, rot, blocks, n_blocks, scale, scores, scores_stride);
   }
 #endif
 #if KVEDGE_HWY_ARM_DOT_TARGET
@@ -1783,9 +1784,11 @@ void AccumulateValueBlocksMulti(KvFormat f, int d, const float* HWY_RESTRICT wei
 #endif
 #if HWY_TARGET == HWY_AVX2
   if (IsQuantized(f) && d >= kValueGroup) {  // kv_kernels_avx2-inl.h
-    return f == KvFormat::kInt4
-               ? Avx2AccumulateValueBlocksMulti<true>(f, d, weights, weights_stride, nq, blocks, n_blocks, out)
-               : Avx2AccumulateValueBlocksMulti<false>(f, d, weights, weights_stride, nq, blocks, n_blocks, out);
+    const auto kernel = f == KvFormat::kInt4 ? (AvxVnniEnabled() ? Avx2AccumulateValueBlocksMulti<true, true>
+                                                                   : Avx2AccumulateValueBlocksMulti<true, false>)
+                                             : (AvxVnniEnabled() ? Avx2AccumulateValueBlocksMulti<false, true>
+                                                                   : Avx2AccumulateValueBlocksMulti<false, false>);
+    return kernel(f, d, weights, weights_stride, nq, blocks, n_blocks, out);
   }
 #endif
 #if KVEDGE_HWY_ARM_DOT_TARGET

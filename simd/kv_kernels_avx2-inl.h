@@ -1,6 +1,7 @@
 // Decode-attention scores of int8/int4 key blocks and value accumulation of
-// int8/int4 value blocks on AVX2 (no VNNI) with integer dot products:
-// vpmaddwd + vpaddd on int16-widened codes. Included
+// int8/int4 value blocks on AVX2 with integer dot products on int16-widened
+// codes: vpmaddwd + vpaddd, or one AVX-VNNI vpdpwssd where the CPU has it
+// (kVnni: AvxVnniEnabled(), platform/target_report.h). Included
 // once per target by kv_kernels.cc (between its per-target namespace blocks,
 // after the AVX3_DL kernels); the kernel exists in the HWY_AVX2 pass only.
 //
@@ -205,15 +206,25 @@ HWY_INLINE void Avx2KeyPair(const uint8_t* HWY_RESTRICT block, size_t p, __m256i
 // acc += vpmaddwd(k, x) in place. GCC 12 otherwise renamed the accumulators
 // through extra register moves every channel pair and spilled one (8
 // vmovdqa and a store/reload per pair against 16 dot instructions).
+// kVnni: the same sum in one AVX-VNNI vpdpwssd (int32 lanes wrap in both;
+// the sums never come near: see the bounds above). {vex} forces the VEX
+// form: the assembler would otherwise pick AVX512_VNNI's EVEX encoding,
+// which an AVX-VNNI CPU without AVX-512 (Alder Lake) does not execute; "x"
+// keeps the registers in ymm0–15, all VEX can name.
+template <bool kVnni>
 HWY_INLINE __m256i MaddAdd(__m256i acc, __m256i k, __m256i x) {
-  __m256i t;
-  __asm__("vpmaddwd %2, %3, %1\n\tvpaddd %1, %0, %0" : "+x"(acc), "=&x"(t) : "x"(k), "x"(x));
+  if constexpr (kVnni) {
+    __asm__("%{vex%} vpdpwssd %2, %1, %0" : "+x"(acc) : "x"(k), "x"(x));
+  } else {
+    __m256i t;
+    __asm__("vpmaddwd %2, %3, %1\n\tvpaddd %1, %0, %0" : "+x"(acc), "=&x"(t) : "x"(k), "x"(x));
+  }
   return acc;
 }
 
 // out[i·out_stride + t] for queries q0, q0+1 (kQ of them) and the block's 32
 // tokens: acc += vpmaddwd(key pair, broadcast query pair) per channel pair.
-template <int kQ, bool kInt4>
+template <int kQ, bool kInt4, bool kVnni>
 HWY_INLINE void Avx2ScoreBlock(size_t np, const uint8_t* HWY_RESTRICT block, const Avx2KeyFold& k, size_t q0,
                                float scale, float* HWY_RESTRICT out, size_t out_stride) {
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
@@ -224,16 +235,16 @@ HWY_INLINE void Avx2ScoreBlock(size_t np, const uint8_t* HWY_RESTRICT block, con
     __m256i k0, k1, k2, k3;
     Avx2KeyPair<kInt4>(block, p, k0, k1, k2, k3);
     const __m256i x = _mm256_set1_epi32(qa[p]);
-    a0 = MaddAdd(a0, k0, x);
-    a1 = MaddAdd(a1, k1, x);
-    a2 = MaddAdd(a2, k2, x);
-    a3 = MaddAdd(a3, k3, x);
+    a0 = MaddAdd<kVnni>(a0, k0, x);
+    a1 = MaddAdd<kVnni>(a1, k1, x);
+    a2 = MaddAdd<kVnni>(a2, k2, x);
+    a3 = MaddAdd<kVnni>(a3, k3, x);
     if constexpr (kQ > 1) {
       const __m256i y = _mm256_set1_epi32(qb[p]);
-      b0 = MaddAdd(b0, k0, y);
-      b1 = MaddAdd(b1, k1, y);
-      b2 = MaddAdd(b2, k2, y);
-      b3 = MaddAdd(b3, k3, y);
+      b0 = MaddAdd<kVnni>(b0, k0, y);
+      b1 = MaddAdd<kVnni>(b1, k1, y);
+      b2 = MaddAdd<kVnni>(b2, k2, y);
+      b3 = MaddAdd<kVnni>(b3, k3, y);
     }
   }
   const auto finish = [&](__m256i v0, __m256i v1, __m256i v2, __m256i v3, size_t i, float* HWY_RESTRICT o) {
@@ -261,7 +272,7 @@ HWY_INLINE void Avx2ScoreBlock(size_t np, const uint8_t* HWY_RESTRICT block, con
 // per block the scales, mins and angles are split once, the queries folded
 // and quantized once (their reductions and divisions together), then the keys are decoded once per 2 queries (16
 // ymm registers: 8 accumulators, 4 key vectors).
-template <bool kInt4>
+template <bool kInt4, bool kVnni>
 HWY_NOINLINE void Avx2ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTRICT q, size_t nq,
                                           const float* HWY_RESTRICT rot, const uint8_t* const* HWY_RESTRICT blocks,
                                           size_t n_blocks, float scale, float* HWY_RESTRICT scores, size_t stride) {
@@ -286,8 +297,8 @@ HWY_NOINLINE void Avx2ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const
       Avx2FoldQueries(np8, g, &k);
       float* out = scores + p0 * stride + b * kAvx2Tokens;
       size_t i = 0;
-      for (; i + 2 <= g; i += 2) Avx2ScoreBlock<2, kInt4>(np, block, k, i, scale, out + i * stride, stride);
-      if (i < g) Avx2ScoreBlock<1, kInt4>(np, block, k, i, scale, out + i * stride, stride);
+      for (; i + 2 <= g; i += 2) Avx2ScoreBlock<2, kInt4, kVnni>(np, block, k, i, scale, out + i * stride, stride);
+      if (i < g) Avx2ScoreBlock<1, kInt4, kVnni>(np, block, k, i, scale, out + i * stride, stride);
     }
   }
 }
@@ -398,7 +409,7 @@ HWY_INLINE __m128i Avx2Load16(const uint8_t* p) { return _mm_loadu_si128(reinter
 
 // out[i·D + c] += Σ_t δ·iw·code for queries q0 (, q0 + 1) and one block:
 // per 16-channel chunk c0 < D/2 and its partner c0 + D/2, 16 token pairs.
-template <int kQ, bool kInt4>
+template <int kQ, bool kInt4, bool kVnni>
 HWY_INLINE void Avx2ValueBlock(size_t D, const uint8_t* HWY_RESTRICT block, const Avx2ValueFold& v, size_t q0,
                                float* HWY_RESTRICT out) {
   const size_t half = D / 2;
@@ -426,17 +437,17 @@ HWY_INLINE void Avx2ValueBlock(size_t D, const uint8_t* HWY_RESTRICT block, cons
       }
       const __m256i xl = _mm256_set1_epi32(iwa[jl][tp]);
       const __m256i xh = _mm256_set1_epi32(iwa[jh][tp]);
-      a0 = MaddAdd(a0, l0, xl);
-      a1 = MaddAdd(a1, l1, xl);
-      a2 = MaddAdd(a2, h0, xh);
-      a3 = MaddAdd(a3, h1, xh);
+      a0 = MaddAdd<kVnni>(a0, l0, xl);
+      a1 = MaddAdd<kVnni>(a1, l1, xl);
+      a2 = MaddAdd<kVnni>(a2, h0, xh);
+      a3 = MaddAdd<kVnni>(a3, h1, xh);
       if constexpr (kQ > 1) {
         const __m256i yl = _mm256_set1_epi32(iwb[jl][tp]);
         const __m256i yh = _mm256_set1_epi32(iwb[jh][tp]);
-        b0 = MaddAdd(b0, l0, yl);
-        b1 = MaddAdd(b1, l1, yl);
-        b2 = MaddAdd(b2, h0, yh);
-        b3 = MaddAdd(b3, h1, yh);
+        b0 = MaddAdd<kVnni>(b0, l0, yl);
+        b1 = MaddAdd<kVnni>(b1, l1, yl);
+        b2 = MaddAdd<kVnni>(b2, h0, yh);
+        b3 = MaddAdd<kVnni>(b3, h1, yh);
       }
     }
     const auto finish = [&](__m256i v0, __m256i v1, __m256i v2, __m256i v3, size_t i, float* HWY_RESTRICT o) {
@@ -457,7 +468,7 @@ HWY_INLINE void Avx2ValueBlock(size_t D, const uint8_t* HWY_RESTRICT block, cons
 // nq ≥ 2: passes of ≤ 8 queries; per block the scales and mins are widened
 // once, the queries' weights folded once (their reductions and divisions
 // together), the codes decoded once per 2 queries.
-template <bool kInt4>
+template <bool kInt4, bool kVnni>
 HWY_NOINLINE void Avx2AccumulateValueBlocksMulti(KvFormat f, int d, const float* HWY_RESTRICT weights,
                                                  size_t weights_stride, size_t nq,
                                                  const uint8_t* const* HWY_RESTRICT blocks, size_t n_blocks,
@@ -478,8 +489,8 @@ HWY_NOINLINE void Avx2AccumulateValueBlocksMulti(KvFormat f, int d, const float*
       Avx2ValueScales(block + ValueBlockMinsOffset(f, d), cg, v.flat, v.m);
       Avx2FoldValueWeights(cg, w + b * kAvx2Tokens, weights_stride, g, &v);
       size_t i = 0;
-      for (; i + 2 <= g; i += 2) Avx2ValueBlock<2, kInt4>(D, block, v, i, o);
-      if (i < g) Avx2ValueBlock<1, kInt4>(D, block, v, i, o);
+      for (; i + 2 <= g; i += 2) Avx2ValueBlock<2, kInt4, kVnni>(D, block, v, i, o);
+      if (i < g) Avx2ValueBlock<1, kInt4, kVnni>(D, block, v, i, o);
     }
     // The mins' share: out_i[c] += Σ_b Σ_t w·min of c's group (the 16-lane tree).
     for (size_t i = 0; i < g; ++i) {

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "hwy/targets.h"
+
 namespace kvedge {
 namespace {
 
@@ -33,6 +35,33 @@ TEST(TargetReportTest, ArchitectureTargets) {
     EXPECT_TRUE(Contains(r.compiled, "SVE"));
     EXPECT_TRUE(Contains(r.compiled, "SVE2"));
   }
+}
+
+// "AVX2" is the AVX2 target without AVX-VNNI, "AVX2_VNNI" with it (only
+// where the CPU has it); each choice is what dispatch and the report name.
+TEST(TargetReportTest, RestrictToAvx2WithAndWithoutAvxVnni) {
+  if ((hwy::SupportedTargets() & HWY_AVX2) == 0 || HWY_ARCH_X86 == 0) GTEST_SKIP() << "no AVX2 on this CPU";
+  ASSERT_TRUE(RestrictDispatch("avx2").ok());
+  EXPECT_EQ(DispatchedTargetName(), "AVX2");
+  EXPECT_FALSE(AvxVnniEnabled());
+  const Status s = RestrictDispatch("AVX2_VNNI");
+  if (CpuHasAvxVnni()) {
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(DispatchedTargetName(), "AVX2_VNNI");
+    EXPECT_TRUE(AvxVnniEnabled());
+    EXPECT_TRUE(Contains(GetTargetReport().supported, "AVX2_VNNI"));
+  } else {
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("AVX2_VNNI"), std::string::npos) << s.message();
+    EXPECT_FALSE(AvxVnniEnabled());
+    EXPECT_FALSE(Contains(GetTargetReport().supported, "AVX2_VNNI"));
+  }
+  SetAvxVnniEnabled(false);
+  EXPECT_FALSE(AvxVnniEnabled());
+  hwy::SetSupportedTargetsForTest(0);
+  SetAvxVnniEnabled(true);
+  EXPECT_EQ(AvxVnniEnabled(), CpuHasAvxVnni());
+  EXPECT_TRUE(Contains(GetTargetReport().compiled, "AVX2_VNNI"));
 }
 
 }  // namespace

@@ -16,8 +16,10 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "platform/target_report.h"
 #include "simd/kv_format.h"
 #include "simd/kv_kernels.h"
 #include "simd/kv_kernels_ref.h"
@@ -906,16 +908,46 @@ TEST(KvPrefetchTest, EveryBlockOnceAheadWithinTheLead) {
 
 // The AVX2 integer kernels (simd/kv_kernels_avx2-inl.h) promise the AVX-512
 // VNNI results bit for bit: the same int16 query codes, exact int32 sums and
-// the same float fold. Both targets run on this CPU only where it has
+// the same float fold, with vpmaddwd + vpaddd and (where the CPU has
+// AVX-VNNI) with vpdpwssd. Both targets run on this CPU only where it has
 // AVX-512 VNNI (else skipped); every format, head dim, partial RoPE and
 // query count of the per-target tests, outputs compared as bits.
-TEST(KvKernelsCrossTarget, Avx2IntegerScoresMatchAvx3Dl) {
-  const int64_t supported = hwy::SupportedTargets();
-  if ((supported & HWY_AVX2) == 0 || (supported & HWY_AVX3_DL) == 0) {
-    GTEST_SKIP() << "needs a CPU running both AVX2 and AVX3_DL";
+// (Avx2VnniOnAndOffAgree covers AVX-VNNI CPUs without AVX-512.)
+
+// Runs: AVX2 without AVX-VNNI, AVX2 with it (where the CPU has it), AVX3_DL.
+struct CrossRun {
+  int64_t target;
+  bool vnni;
+};
+std::vector<CrossRun> CrossRuns(bool with_avx3_dl) {
+  std::vector<CrossRun> runs = {{HWY_AVX2, false}};
+  if (CpuHasAvxVnni()) runs.push_back({HWY_AVX2, true});
+  if (with_avx3_dl) runs.push_back({HWY_AVX3_DL, true});
+  return runs;
+}
+
+// Calls `fill(out)` once per run on its target and compares every output
+// with the first as bits; restores the default dispatch.
+template <class Fill>
+void ExpectSameBits(const std::vector<CrossRun>& runs, const std::vector<float>& start, Fill fill,
+                    const std::string& what) {
+  std::vector<std::vector<float>> out(runs.size(), start);
+  for (size_t k = 0; k < runs.size(); ++k) {
+    hwy::SetSupportedTargetsForTest(runs[k].target);
+    SetAvxVnniEnabled(runs[k].vnni);
+    fill(out[k].data());
   }
-  std::mt19937 rng(11);
-  size_t compared = 0;
+  hwy::SetSupportedTargetsForTest(0);
+  SetAvxVnniEnabled(true);
+  for (size_t k = 1; k < runs.size(); ++k) {
+    ASSERT_EQ(std::memcmp(out[0].data(), out[k].data(), out[0].size() * sizeof(float)), 0)
+        << what << ": run " << k << " (" << hwy::TargetName(runs[k].target) << (runs[k].vnni ? ", AVX-VNNI" : "")
+        << ") differs from AVX2 without AVX-VNNI";
+  }
+}
+
+void CompareScoresAcross(const std::vector<CrossRun>& runs, uint32_t seed, size_t* compared) {
+  std::mt19937 rng(seed);
   for (KvFormat f : {KvFormat::kInt8, KvFormat::kInt4}) {
     for (int d : kv_test::kHeadDims) {
       for (int rope_dim : {d, d / 2}) {
@@ -934,34 +966,25 @@ TEST(KvKernelsCrossTarget, Avx2IntegerScoresMatchAvx3Dl) {
           if (nq < 2) continue;
           const std::vector<float> q = kv_test::Gaussian(rng, nq * d);
           const size_t stride = n_blocks * kv_test::kG + 3;
-          std::vector<float> out[2];
-          const int64_t targets[2] = {HWY_AVX2, HWY_AVX3_DL};
-          for (int k = 0; k < 2; ++k) {
-            hwy::SetSupportedTargetsForTest(targets[k]);
-            out[k].assign(nq * stride, -7.0f);
-            ScoreKeyBlocksMulti(f, d, rope_dim, q.data(), nq, rot.data(), run.ptrs.data(), n_blocks, 0.125f,
-                                out[k].data(), stride);
-          }
-          hwy::SetSupportedTargetsForTest(0);
-          ASSERT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)), 0)
-              << KvFormatName(f) << " d=" << d << " rope=" << rope_dim << " nq=" << nq;
-          ++compared;
+          ExpectSameBits(
+              runs, std::vector<float>(nq * stride, -7.0f),
+              [&](float* out) {
+                ScoreKeyBlocksMulti(f, d, rope_dim, q.data(), nq, rot.data(), run.ptrs.data(), n_blocks, 0.125f, out,
+                                    stride);
+              },
+              std::string(KvFormatName(f)) + " scores d=" + std::to_string(d) + " rope=" + std::to_string(rope_dim) +
+                  " nq=" + std::to_string(nq));
+          ++*compared;
         }
       }
     }
   }
-  std::printf("[ info ] AVX2 = AVX3_DL integer scores, bit for bit, in %zu runs\n", compared);
 }
 
 // As above for the integer values (int16 weight codes, D ≥ 32): softmax
 // weights with masked zeros, out accumulated into from the same start.
-TEST(KvKernelsCrossTarget, Avx2IntegerValuesMatchAvx3Dl) {
-  const int64_t supported = hwy::SupportedTargets();
-  if ((supported & HWY_AVX2) == 0 || (supported & HWY_AVX3_DL) == 0) {
-    GTEST_SKIP() << "needs a CPU running both AVX2 and AVX3_DL";
-  }
-  std::mt19937 rng(12);
-  size_t compared = 0;
+void CompareValuesAcross(const std::vector<CrossRun>& runs, uint32_t seed, size_t* compared) {
+  std::mt19937 rng(seed);
   for (KvFormat f : {KvFormat::kInt8, KvFormat::kInt4}) {
     for (int d : kv_test::kHeadDims) {
       if (d < kValueGroup) continue;
@@ -980,22 +1003,46 @@ TEST(KvKernelsCrossTarget, Avx2IntegerValuesMatchAvx3Dl) {
           for (size_t s = i % 5; s < n_blocks * kv_test::kG; s += 5) wi[s] = -std::numeric_limits<float>::infinity();
           SoftmaxInPlace(wi, n_blocks * kv_test::kG);
         }
-        const std::vector<float> start = kv_test::Gaussian(rng, nq * d);
-        std::vector<float> out[2];
-        const int64_t targets[2] = {HWY_AVX2, HWY_AVX3_DL};
-        for (int k = 0; k < 2; ++k) {
-          hwy::SetSupportedTargetsForTest(targets[k]);
-          out[k] = start;
-          AccumulateValueBlocksMulti(f, d, w.data(), stride, nq, run.ptrs.data(), n_blocks, out[k].data());
-        }
-        hwy::SetSupportedTargetsForTest(0);
-        ASSERT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)), 0)
-            << KvFormatName(f) << " d=" << d << " nq=" << nq;
-        ++compared;
+        ExpectSameBits(
+            runs, kv_test::Gaussian(rng, nq * d),
+            [&](float* out) { AccumulateValueBlocksMulti(f, d, w.data(), stride, nq, run.ptrs.data(), n_blocks, out); },
+            std::string(KvFormatName(f)) + " values d=" + std::to_string(d) + " nq=" + std::to_string(nq));
+        ++*compared;
       }
     }
   }
-  std::printf("[ info ] AVX2 = AVX3_DL integer values, bit for bit, in %zu runs\n", compared);
+}
+
+TEST(KvKernelsCrossTarget, Avx2IntegerScoresMatchAvx3Dl) {
+  const int64_t supported = hwy::SupportedTargets();
+  if ((supported & HWY_AVX2) == 0 || (supported & HWY_AVX3_DL) == 0) {
+    GTEST_SKIP() << "needs a CPU running both AVX2 and AVX3_DL";
+  }
+  size_t compared = 0;
+  CompareScoresAcross(CrossRuns(true), 11, &compared);
+  std::printf("[ info ] AVX2%s = AVX3_DL integer scores, bit for bit, in %zu runs\n",
+              CpuHasAvxVnni() ? " (with and without AVX-VNNI)" : "", compared);
+}
+
+TEST(KvKernelsCrossTarget, Avx2IntegerValuesMatchAvx3Dl) {
+  const int64_t supported = hwy::SupportedTargets();
+  if ((supported & HWY_AVX2) == 0 || (supported & HWY_AVX3_DL) == 0) {
+    GTEST_SKIP() << "needs a CPU running both AVX2 and AVX3_DL";
+  }
+  size_t compared = 0;
+  CompareValuesAcross(CrossRuns(true), 12, &compared);
+  std::printf("[ info ] AVX2%s = AVX3_DL integer values, bit for bit, in %zu runs\n",
+              CpuHasAvxVnni() ? " (with and without AVX-VNNI)" : "", compared);
+}
+
+// On an AVX-VNNI CPU (with or without AVX-512): the AVX2 kernels give the
+// same bits with vpdpwssd as with vpmaddwd + vpaddd.
+TEST(KvKernelsCrossTarget, Avx2VnniOnAndOffAgree) {
+  if ((hwy::SupportedTargets() & HWY_AVX2) == 0 || !CpuHasAvxVnni()) GTEST_SKIP() << "needs a CPU with AVX-VNNI";
+  size_t compared = 0;
+  CompareScoresAcross(CrossRuns(false), 13, &compared);
+  CompareValuesAcross(CrossRuns(false), 14, &compared);
+  std::printf("[ info ] AVX2 with = without AVX-VNNI, bit for bit, in %zu runs\n", compared);
 }
 }  // namespace kvedge
 #endif  // HWY_ONCE
