@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "platform/target_report.h"  // AvxVnniEnabled
 #include "simd/matvec_interleaved.h"
 #include "simd/model_kernels.h"
 #include "simd/x86_vnni.h"
@@ -184,7 +185,7 @@ KVEDGE_ATTR_VNNI512 HWY_INLINE void LoadLaneCodes(const uint8_t* codes, __m512i*
 // blocks [0, nb): group points at the group's bytes (group_bytes each, the
 // next group right after), cb is the chunk's first block; the sums continue
 // from y when cb > 0 (same order as one pass).
-template <class Block, size_t V>
+template <class Block, size_t V, bool kVnni = false>
 KVEDGE_ATTR_VNNI512 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nb,
                                                const LaneChunk* const* xc, float* y, size_t y_stride, size_t row0,
                                                size_t valid_rows) {
@@ -435,6 +436,17 @@ HWY_INLINE LaneI LaneAddChain32(LaneI acc, LaneI x) { return KeepChain(LaneAdd32
 HWY_INLINE LaneI LaneAddChain16(LaneI acc, LaneI x, const char* line) { return KeepChainPrefetch(LaneAdd16(acc, x), line); }
 HWY_INLINE LaneI LaneAddChain32(LaneI acc, LaneI x, const char* line) { return KeepChainPrefetch(LaneAdd32(acc, x), line); }
 
+#if HWY_TARGET == HWY_AVX2
+// acc += the 4 u8 × s8 products of each int32 lane in one AVX-VNNI vpdpbusd
+// (VEX form, ymm0–15: see MaddAdd in kv_kernels_avx2-inl.h), exact in
+// int32 as vpmaddubsw's int16 pairs summed and widened are when they do not
+// saturate, which the lane codes' bounds above rule out.
+HWY_INLINE LaneI LaneDotVnni(LaneI acc, LaneI u8, LaneI s8) {
+  __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u8), "x"(s8));
+  return acc;
+}
+#endif
+
 template <class Block>
 HWY_INLINE LaneI LaneBlockDot(const LaneI* w, const int8_t* q) {
   if constexpr (kLaneSigned<Block>) {
@@ -574,7 +586,7 @@ HWY_INLINE void LaneBlockDotsBothFifth(const uint8_t* codes, const int8_t* q, co
 // 8-vector tile shares each half's unpack among twice the vectors for a few
 // more spills (MatMul/q4_0.il16/32000x2048/dram/batch:8 5–10% less CPU time
 // than two 4-vector tiles, AVX2).
-template <class Block, size_t V>
+template <class Block, size_t V, bool kVnni = false>
 HWY_NOINLINE void LaneTile(const uint8_t* group, [[maybe_unused]] size_t group_bytes, size_t cb, size_t nb,
                            const LaneChunk* const* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
   constexpr WeightType kType = LaneFormat<Block>::kType;
@@ -627,6 +639,32 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, [[maybe_unused]] size_t group_b
       // MatMul tiles of the 4-bit unsigned formats: a code line's two vectors
       // at a time against every vector (V int16 chains and 2 code vectors
       // live, where all 8 code vectors held across the V vectors spilled).
+      // With AVX-VNNI (kVnni) one vpdpbusd per code vector and input vector
+      // adds the products into int32 lanes (8 per block, against 8
+      // vpmaddubsw, 7 int16 adds and a vpmaddwd), from the offset sum on.
+      if constexpr (V > 1 && kVnni && kLaneNibbles<Block> && !kLaneFifth<Block> && !kLaneCodebook<Block>) {
+        const LaneF dw = LaneScales(scales + 2 * kLaneRows * h0);
+        LaneI isum[V];
+#pragma GCC unroll 8
+        for (size_t v = 0; v < V; ++v) isum[v] = LaneSet32(kLaneOffset<Block> != 0 ? xc[v]->corr[b] : 0);
+#pragma GCC unroll 4
+        for (size_t j = 0; j < 4; ++j) {
+          LaneI w[8];
+          LoadLaneNibbles<Block, 0>(codes + 64 * j, h0, LaneSet8(0), LaneSet8(0), w);  // w[0], w[1]: vectors 2j, 2j + 1
+#pragma GCC unroll 8
+          for (size_t v = 0; v < V; ++v) {
+            const int8_t* q = xc[v]->q + b * kQuantBlock;
+            isum[v] = LaneDotVnni(isum[v], w[0], LaneActivations<Block>(q, 2 * j));
+            isum[v] = LaneDotVnni(isum[v], w[1], LaneActivations<Block>(q, 2 * j + 1));
+          }
+        }
+        for (size_t v = 0; v < V; ++v) sum[0][v] = LaneFma(isum[v], LaneMulF(dw, LaneSetF(xc[v]->dx[b])), sum[0][v]);
+        if constexpr (LaneFormat<Block>::kMin) {
+          const LaneF mw = LaneScales(group + InterleavedMinOffset(kType, cb + b) + 2 * kLaneRows * h0);
+          for (size_t v = 0; v < V; ++v) sum[0][v] = LaneFmaF(mw, LaneSetF(xc[v]->sx[b]), sum[0][v]);
+        }
+        continue;
+      }
       if constexpr (V > 1 && kLaneNibbles<Block> && !kLaneFifth<Block> && !kLaneCodebook<Block>) {
         const LaneF dw = LaneScales(scales + 2 * kLaneRows * h0);
         LaneI pairs[V];
@@ -747,7 +785,7 @@ HWY_INLINE void LaneBlockDots(const uint8_t* codes, size_t sub, const int8_t* q,
 }
 #endif  // HWY_TARGET == HWY_SCALAR
 
-template <class Block, size_t V>
+template <class Block, size_t V, bool kVnni = false>
 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb, size_t nb,
                            const LaneChunk* const* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
   const hn::CappedTag<float, kInterleaveRows> df;
@@ -808,7 +846,7 @@ HWY_NOINLINE void PrepareLaneChunk(const float* x, size_t nb, LaneChunk* c) {
 // Rows [row_begin, row_end) (row_begin a multiple of 16) × n input vectors.
 // Y[v][rows]; n == 1 is MatVec. Input tiles of kMatMulTile vectors are
 // quantized per column chunk; each group's codes stream once per tile.
-template <class Block>
+template <class Block, bool kVnni = false>
 void LaneMatMulRows(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
   const size_t nb_row = m.cols / kQuantBlock;
   const size_t group_bytes = InterleavedGroupBytes(m.type, m.cols);
@@ -827,16 +865,16 @@ void LaneMatMulRows(const MatrixView& m, const float* x, size_t n, float* y, siz
           const LaneChunk* xv[kMatMulTile];
           for (size_t j = 0; j < nv - v; ++j) xv[j] = xc + v + j;
           if (nv - v >= 8) {
-            LaneTile<Block, 8>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
+            LaneTile<Block, 8, kVnni>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
             v += 8;
           } else if (nv - v >= 4) {
-            LaneTile<Block, 4>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
+            LaneTile<Block, 4, kVnni>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
             v += 4;
           } else if (nv - v >= 2) {
-            LaneTile<Block, 2>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
+            LaneTile<Block, 2, kVnni>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
             v += 2;
           } else {
-            LaneTile<Block, 1>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
+            LaneTile<Block, 1, kVnni>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
             v += 1;
           }
         }
@@ -847,6 +885,13 @@ void LaneMatMulRows(const MatrixView& m, const float* x, size_t n, float* y, siz
 
 // One kernel for MatVec (n = 1) and MatMul.
 void InterleavedRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
+#if HWY_TARGET == HWY_AVX2
+  // The MatMul tiles of Q4_0 and Q4_1 with AVX-VNNI (LaneTile).
+  if (n > 1 && AvxVnniEnabled()) {
+    if (m.type == WeightType::kQ4_0) return LaneMatMulRows<BlockQ4_0, true>(m, x, n, y, row_begin, row_end);
+    if (m.type == WeightType::kQ4_1) return LaneMatMulRows<BlockQ4_1, true>(m, x, n, y, row_begin, row_end);
+  }
+#endif
   switch (m.type) {
     case WeightType::kQ8_0: return LaneMatMulRows<BlockQ8_0>(m, x, n, y, row_begin, row_end);
     case WeightType::kQ4_0: return LaneMatMulRows<BlockQ4_0>(m, x, n, y, row_begin, row_end);

@@ -10,9 +10,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
+#include "platform/target_report.h"
 #include "simd/float16.h"
 #include "simd/model_kernels.h"
 #include "simd/model_kernels_ref.h"
@@ -170,9 +172,32 @@ void TestLegacyIntExtremeBlocks() {
 }
 
 // MatMul (tiles of 4 and 8 vectors and their tails) and multi-threaded
-// MatVec equal single-threaded MatVec bit for bit.
+// MatVec equal single-threaded MatVec bit for bit, in both layouts (each
+// against its own MatVec: the layouts sum in different orders); on AVX2
+// with AVX-VNNI (the interleaved Q4_0/Q4_1 tiles' vpdpbusd, on by default
+// where the CPU has it) also with it turned off.
+void ExpectLegacyMatMulEqualsMatVec(uint32_t seed) {
+  ExpectMatMulEqualsMatVecForTypes(Int8Types(), {96, 4096 + 32}, seed, RandomVector);
+  std::mt19937 rng(seed);
+  std::unique_ptr<ThreadArena> arena = ThreadArena::Create(3).value();
+  for (WeightType t : Int8Types()) {
+    for (size_t cols : {96u, 4096u + 32u}) {
+      const TestMatrix il = InterleavedCopy(RandomMatrix(t, 37, cols, rng).view);
+      for (size_t n : {2u, 4u, 5u, 9u}) {
+        ASSERT_NO_FATAL_FAILURE(ExpectMatMulEqualsMatVec(il.view, RandomVector(n * cols, rng), n, arena.get()));
+      }
+    }
+  }
+}
 void TestLegacyIntMatMulAndThreads() {
-  ExpectMatMulEqualsMatVecForTypes(Int8Types(), {96, 4096 + 32}, 67, RandomVector);
+  ExpectLegacyMatMulEqualsMatVec(67);
+  if (HWY_TARGET == HWY_AVX2 && CpuHasAvxVnni()) {
+    struct Restore {
+      ~Restore() { SetAvxVnniEnabled(true); }
+    } restore;
+    SetAvxVnniEnabled(false);
+    ExpectLegacyMatMulEqualsMatVec(68);
+  }
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
