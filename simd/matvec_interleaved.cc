@@ -472,6 +472,28 @@ HWY_INLINE LaneI LaneBlockDot(const LaneI* w, const int8_t* q) {
   }
 }
 
+// LaneBlockDot, or with AVX-VNNI (kVnni, AVX2 only) one vpdpbusd per code
+// vector: signed codes as |w| × (x with w's sign), as LaneBlockDot's.
+template <class Block, bool kVnni>
+HWY_INLINE LaneI LaneBlockDotT(const LaneI* w, const int8_t* q) {
+#if HWY_TARGET == HWY_AVX2
+  if constexpr (kVnni) {
+    LaneI sum = LaneSet32(0);
+    for (size_t i = 0; i < 8; ++i) {
+      if constexpr (kLaneSigned<Block>) {
+        LaneI abs_w, signed_x;
+        LaneSignSplit(w[i], LaneActivations<Block>(q, i), &abs_w, &signed_x);
+        sum = LaneDotVnni(sum, abs_w, signed_x);
+      } else {
+        sum = LaneDotVnni(sum, w[i], LaneActivations<Block>(q, i));
+      }
+    }
+    return sum;
+  }
+#endif
+  return LaneBlockDot<Block>(w, q);
+}
+
 #if HWY_TARGET == HWY_AVX2
 // MatVec's software prefetch distance along the stream (4 KiB: q8_0/q4_0
 // 14.0/11.5 GB/s from DRAM on a Zen-1 core, 8 KiB: 14.5/11.7; without:
@@ -697,7 +719,7 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, [[maybe_unused]] size_t group_b
         LoadLaneCodes<Block>(codes, h0 + i, w);
         const LaneF dw = LaneScales(scales + 2 * kLaneRows * (h0 + i));
         for (size_t v = 0; v < V; ++v) {
-          LaneI isum = LaneBlockDot<Block>(w, xc[v]->q + b * kQuantBlock);
+          LaneI isum = LaneBlockDotT<Block, kVnni>(w, xc[v]->q + b * kQuantBlock);
           if constexpr (kLaneOffset<Block> != 0) isum = LaneAdd32(isum, LaneSet32(xc[v]->corr[b]));
           sum[i][v] = LaneFma(isum, LaneMulF(dw, LaneSetF(xc[v]->dx[b])), sum[i][v]);
         }
@@ -886,10 +908,17 @@ void LaneMatMulRows(const MatrixView& m, const float* x, size_t n, float* y, siz
 // One kernel for MatVec (n = 1) and MatMul.
 void InterleavedRowsT(const MatrixView& m, const float* x, size_t n, float* y, size_t row_begin, size_t row_end) {
 #if HWY_TARGET == HWY_AVX2
-  // The MatMul tiles of Q4_0 and Q4_1 with AVX-VNNI (LaneTile).
+  // The MatMul tiles with AVX-VNNI (LaneTile).
   if (n > 1 && AvxVnniEnabled()) {
-    if (m.type == WeightType::kQ4_0) return LaneMatMulRows<BlockQ4_0, true>(m, x, n, y, row_begin, row_end);
-    if (m.type == WeightType::kQ4_1) return LaneMatMulRows<BlockQ4_1, true>(m, x, n, y, row_begin, row_end);
+    switch (m.type) {
+      case WeightType::kQ8_0: return LaneMatMulRows<BlockQ8_0, true>(m, x, n, y, row_begin, row_end);
+      case WeightType::kQ4_0: return LaneMatMulRows<BlockQ4_0, true>(m, x, n, y, row_begin, row_end);
+      case WeightType::kQ4_1: return LaneMatMulRows<BlockQ4_1, true>(m, x, n, y, row_begin, row_end);
+      case WeightType::kQ5_0: return LaneMatMulRows<BlockQ5_0, true>(m, x, n, y, row_begin, row_end);
+      case WeightType::kQ5_1: return LaneMatMulRows<BlockQ5_1, true>(m, x, n, y, row_begin, row_end);
+      case WeightType::kIQ4_NL: return LaneMatMulRows<BlockIQ4_NL, true>(m, x, n, y, row_begin, row_end);
+      default: break;
+    }
   }
 #endif
   switch (m.type) {
