@@ -181,6 +181,19 @@ HWY_INLINE void PrefetchBlock(const uint8_t* const* blocks, size_t n_blocks, siz
   for (size_t k = KvPrefetchAhead(b, bytes); k < end; ++k) PrefetchKvBlocks(blocks + k, 1, bytes);
 }
 
+// At block b, every line of block b + 1 from L2 (where PrefetchBlock put
+// it) into L1. The integer kernels (AVX3_DL, AVX2) begin each block with
+// loads of its scales, mins and first codes that nothing else is ready to
+// overlap: with the block in L2 only, a cold int4 lane at depth 16,384
+// (DecodeAttentionGqa/int4/hd64/ctx16384/q8) took 329 µs on AVX3_DL and 509
+// on AVX2 with AVX-VNNI, with this 234 and 409 (Zen 5, medians of three;
+// docs/performance.md, "AVX-VNNI on AVX2 CPUs, and the next block in L1").
+HWY_INLINE void PrefetchNextBlockToL1(const uint8_t* const* blocks, size_t n_blocks, size_t b, size_t bytes) {
+  if (b + 1 >= n_blocks) return;
+  const char* next = reinterpret_cast<const char*>(blocks[b + 1]);
+  for (size_t line = 0; line < bytes; line += 64) hwy::Prefetch(next + line);
+}
+
 // ---------------------------------------------------------------- encode/decode
 
 void EncodeKeyBlock(KvFormat f, int d, const float* HWY_RESTRICT src, uint8_t* HWY_RESTRICT block) {
@@ -934,6 +947,7 @@ KVEDGE_ATTR_VNNI512 HWY_INLINE void VnniScoreRun(KvFormat f, int d, size_t rope_
   const size_t block_bytes = KeyBlockBytes(f, d);
   for (size_t b = 0; b < n_blocks; ++b) {
     PrefetchBlock(blocks, n_blocks, b, block_bytes);
+    PrefetchNextBlockToL1(blocks, n_blocks, b, block_bytes);
     VnniFoldBlock<kQ>(f, d, rope_half, blocks[b], rot + b * rope_dim, q, fold);
     if (f == KvFormat::kInt4) {
       VnniScoreBlock<kQ, true>(d, blocks[b], *fold, scale, scores + b * kG, stride);
@@ -1706,6 +1720,7 @@ KVEDGE_ATTR_VNNI512 HWY_INLINE void VnniValueRun(KvFormat f, int d, const float*
   for (size_t b = 0; b < n_blocks; ++b) {
     const uint8_t* HWY_RESTRICT block = blocks[b];
     PrefetchBlock(blocks, n_blocks, b, block_bytes);
+    PrefetchNextBlockToL1(blocks, n_blocks, b, block_bytes);
     const uint8_t* scales = block + ValueBlockScalesOffset(f, d);  // f16 [G][cg]
     const uint8_t* mins = block + ValueBlockMinsOffset(f, d);
     if (permute) {

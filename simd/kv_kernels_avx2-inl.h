@@ -293,6 +293,7 @@ HWY_NOINLINE void Avx2ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const
     for (size_t b = 0; b < n_blocks; ++b) {
       const uint8_t* HWY_RESTRICT block = blocks[b];
       PrefetchBlock(blocks, n_blocks, b, block_bytes);
+      PrefetchNextBlockToL1(blocks, n_blocks, b, block_bytes);
       Avx2LoadBlockFold(f, d, rope_half, block, rot + b * static_cast<size_t>(rope_dim), &k);
       Avx2FoldQueries(np8, g, &k);
       float* out = scores + p0 * stride + b * kAvx2Tokens;
@@ -485,6 +486,7 @@ HWY_NOINLINE void Avx2AccumulateValueBlocksMulti(KvFormat f, int d, const float*
     for (size_t b = 0; b < n_blocks; ++b) {
       const uint8_t* HWY_RESTRICT block = blocks[b];
       PrefetchBlock(blocks, n_blocks, b, block_bytes);
+      PrefetchNextBlockToL1(blocks, n_blocks, b, block_bytes);
       Avx2ValueScales(block + ValueBlockScalesOffset(f, d), cg, v.flat, v.s);
       Avx2ValueScales(block + ValueBlockMinsOffset(f, d), cg, v.flat, v.m);
       Avx2FoldValueWeights(cg, w + b * kAvx2Tokens, weights_stride, g, &v);
