@@ -182,12 +182,14 @@ HWY_INLINE void PrefetchBlock(const uint8_t* const* blocks, size_t n_blocks, siz
 }
 
 // At block b, every line of block b + 1 from L2 (where PrefetchBlock put
-// it) into L1. The integer kernels (AVX3_DL, AVX2) begin each block with
-// loads of its scales, mins and first codes that nothing else is ready to
-// overlap: with the block in L2 only, a cold int4 lane at depth 16,384
+// it) into L1. Every x86 kernel here begins a block with loads of its
+// scales, mins and first codes that nothing else is ready to overlap: with
+// the block in L2 only, a cold int4 lane at depth 16,384
 // (DecodeAttentionGqa/int4/hd64/ctx16384/q8) took 329 µs on AVX3_DL and 509
 // on AVX2 with AVX-VNNI, with this 234 and 409 (Zen 5, medians of three;
-// docs/performance.md, "AVX-VNNI on AVX2 CPUs, and the next block in L1").
+// f16 and the one-query kernels gain too: docs/performance.md, "AVX-VNNI
+// on AVX2 CPUs, and the next block in L1"). The ARM kernels, untimed
+// here, keep the L2 prefetches alone.
 HWY_INLINE void PrefetchNextBlockToL1(const uint8_t* const* blocks, size_t n_blocks, size_t b, size_t bytes) {
   if (b + 1 >= n_blocks) return;
   const char* next = reinterpret_cast<const char*>(blocks[b + 1]);
@@ -419,6 +421,7 @@ void ScoreKeyBlocks(KvFormat f, int d, int rope_dim, const float* HWY_RESTRICT q
     const uint8_t* HWY_RESTRICT block = blocks[b];
     float* HWY_RESTRICT out = scores + b * kG;
     PrefetchBlock(blocks, n_blocks, b, block_bytes);
+    PrefetchNextBlockToL1(blocks, n_blocks, b, block_bytes);
     RotatePairs(half, q0, q1, rot + b * rope_dim, qr);
     switch (f) {
       case KvFormat::kF32: {
@@ -1047,6 +1050,7 @@ void ScoreKeyBlocksMulti(KvFormat f, int d, int rope_dim, const float* HWY_RESTR
     const uint8_t* HWY_RESTRICT block = blocks[b];
     const float* HWY_RESTRICT angles = rot + b * rope_dim;
     PrefetchBlock(blocks, n_blocks, b, block_bytes);
+    PrefetchNextBlockToL1(blocks, n_blocks, b, block_bytes);
     if (quantized) LoadKeyFold(f, d, half, block, &kf);  // shared by every query of the block
     for (size_t q0 = 0; q0 < nq;) {
       const size_t g = NextGroup(nq - q0);
@@ -1194,6 +1198,7 @@ void AccumulateBlocksT(DF df, KvFormat f, int d, const float* HWY_RESTRICT weigh
     const uint8_t* HWY_RESTRICT block = blocks[b];
     const float* HWY_RESTRICT w = weights + b * kG;
     PrefetchBlock(blocks, n_blocks, b, block_bytes);
+    PrefetchNextBlockToL1(blocks, n_blocks, b, block_bytes);
     if (quantized) {
       if (small) {
         small_bias += FoldValueWeightsSmall(d, w, block, f, ws);
@@ -1480,6 +1485,7 @@ void AccumulateBlocksMultiT(DF df, KvFormat f, int d, const float* HWY_RESTRICT 
     for (size_t b = 0; b < n_blocks; ++b) {
       const uint8_t* HWY_RESTRICT block = blocks[b];
       PrefetchBlock(blocks, n_blocks, b, block_bytes);
+      PrefetchNextBlockToL1(blocks, n_blocks, b, block_bytes);
       // Weight rows the chunk loop reads: the caller's for f32/f16, else ws.
       const float* w_rows = wp + b * kG;
       size_t w_stride = weights_stride;
