@@ -188,12 +188,15 @@ HWY_INLINE void PrefetchBlock(const uint8_t* const* blocks, size_t n_blocks, siz
 // (DecodeAttentionGqa/int4/hd64/ctx16384/q8) took 329 µs on AVX3_DL and 509
 // on AVX2 with AVX-VNNI, with this 234 and 409 (Zen 5, medians of three;
 // f16 and the one-query kernels gain too: docs/performance.md, "AVX-VNNI
-// on AVX2 CPUs, and the next block in L1"). The ARM kernels, untimed
-// here, keep the L2 prefetches alone.
-HWY_INLINE void PrefetchNextBlockToL1(const uint8_t* const* blocks, size_t n_blocks, size_t b, size_t bytes) {
+// on AVX2 CPUs, and the next block in L1"). x86 only: ARM, untimed here,
+// keeps the L2 prefetches alone.
+HWY_INLINE void PrefetchNextBlockToL1([[maybe_unused]] const uint8_t* const* blocks, [[maybe_unused]] size_t n_blocks,
+                                      [[maybe_unused]] size_t b, [[maybe_unused]] size_t bytes) {
+#if HWY_ARCH_X86
   if (b + 1 >= n_blocks) return;
   const char* next = reinterpret_cast<const char*>(blocks[b + 1]);
   for (size_t line = 0; line < bytes; line += 64) hwy::Prefetch(next + line);
+#endif
 }
 
 // ---------------------------------------------------------------- encode/decode
