@@ -144,9 +144,11 @@ constexpr size_t KvPrefetchAhead(size_t k, size_t bytes) {
 }
 
 // An L2 prefetch (x86 prefetcht1) for every 64-byte line of the n blocks of
-// `bytes` each. L2, not L1: an L1 prefetch holds one of the few L1 miss
-// buffers per line until its data arrives, and a burst of them stalls the
-// kernel's own loads (measured in simd/kv_kernels.cc).
+// `bytes` each. L2, not L1: an L1 prefetch from DRAM holds one of the few
+// L1 miss buffers per line until its data arrives, and a burst of them
+// stalls the kernel's own loads (measured in simd/kv_kernels.cc). The x86
+// kernels then bring each block from L2 into L1 one block ahead
+// (PrefetchNextBlockToL1 there), a short wait per line.
 inline void PrefetchKvBlocks(const uint8_t* const* blocks, size_t n, size_t bytes) {
   for (size_t b = 0; b < n; ++b) {
     for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(blocks[b] + off, 0, 2);
