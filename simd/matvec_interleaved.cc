@@ -664,32 +664,13 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, [[maybe_unused]] size_t group_b
       // With AVX-VNNI (kVnni) one vpdpbusd per code vector and input vector
       // adds the products into int32 lanes (8 per block, against 8
       // vpmaddubsw, 7 int16 adds and a vpmaddwd), from the offset sum on.
-      if constexpr (V > 1 && kVnni && kLaneNibbles<Block> && !kLaneFifth<Block> && !kLaneCodebook<Block>) {
-        const LaneF dw = LaneScales(scales + 2 * kLaneRows * h0);
-        LaneI isum[V];
-#pragma GCC unroll 8
-        for (size_t v = 0; v < V; ++v) isum[v] = LaneSet32(kLaneOffset<Block> != 0 ? xc[v]->corr[b] : 0);
-#pragma GCC unroll 4
-        for (size_t j = 0; j < 4; ++j) {
-          LaneI w[8];
-          LoadLaneNibbles<Block, 0>(codes + 64 * j, h0, LaneSet8(0), LaneSet8(0), w);  // w[0], w[1]: vectors 2j, 2j + 1
-#pragma GCC unroll 8
-          for (size_t v = 0; v < V; ++v) {
-            const int8_t* q = xc[v]->q + b * kQuantBlock;
-            isum[v] = LaneDotVnni(isum[v], w[0], LaneActivations<Block>(q, 2 * j));
-            isum[v] = LaneDotVnni(isum[v], w[1], LaneActivations<Block>(q, 2 * j + 1));
-          }
-        }
-        for (size_t v = 0; v < V; ++v) sum[0][v] = LaneFma(isum[v], LaneMulF(dw, LaneSetF(xc[v]->dx[b])), sum[0][v]);
-        if constexpr (LaneFormat<Block>::kMin) {
-          const LaneF mw = LaneScales(group + InterleavedMinOffset(kType, cb + b) + 2 * kLaneRows * h0);
-          for (size_t v = 0; v < V; ++v) sum[0][v] = LaneFmaF(mw, LaneSetF(xc[v]->sx[b]), sum[0][v]);
-        }
-        continue;
-      }
       if constexpr (V > 1 && kLaneNibbles<Block> && !kLaneFifth<Block> && !kLaneCodebook<Block>) {
         const LaneF dw = LaneScales(scales + 2 * kLaneRows * h0);
-        LaneI pairs[V];
+        LaneI acc[V];  // int16 pair chains; kVnni: int32 sums from the offset sum on
+        if constexpr (kVnni) {
+#pragma GCC unroll 8
+          for (size_t v = 0; v < V; ++v) acc[v] = LaneSet32(kLaneOffset<Block> != 0 ? xc[v]->corr[b] : 0);
+        }
 #pragma GCC unroll 4
         for (size_t j = 0; j < 4; ++j) {
           LaneI w[8];
@@ -697,14 +678,22 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, [[maybe_unused]] size_t group_b
 #pragma GCC unroll 8
           for (size_t v = 0; v < V; ++v) {
             const int8_t* q = xc[v]->q + b * kQuantBlock;
-            const LaneI lo = LaneMulPairs(w[0], LaneActivations<Block>(q, 2 * j));
-            pairs[v] = j == 0 ? lo : LaneAddChain16(pairs[v], lo);
-            pairs[v] = LaneAddChain16(pairs[v], LaneMulPairs(w[1], LaneActivations<Block>(q, 2 * j + 1)));
+            const LaneI a_lo = LaneActivations<Block>(q, 2 * j), a_hi = LaneActivations<Block>(q, 2 * j + 1);
+            if constexpr (kVnni) {
+              acc[v] = LaneDotVnni(LaneDotVnni(acc[v], w[0], a_lo), w[1], a_hi);
+            } else {
+              const LaneI lo = LaneMulPairs(w[0], a_lo);
+              acc[v] = j == 0 ? lo : LaneAddChain16(acc[v], lo);
+              acc[v] = LaneAddChain16(acc[v], LaneMulPairs(w[1], a_hi));
+            }
           }
         }
         for (size_t v = 0; v < V; ++v) {
-          LaneI isum = LaneWiden(pairs[v]);
-          if constexpr (kLaneOffset<Block> != 0) isum = LaneAdd32(isum, LaneSet32(xc[v]->corr[b]));
+          LaneI isum = acc[v];
+          if constexpr (!kVnni) {
+            isum = LaneWiden(isum);
+            if constexpr (kLaneOffset<Block> != 0) isum = LaneAdd32(isum, LaneSet32(xc[v]->corr[b]));
+          }
           sum[0][v] = LaneFma(isum, LaneMulF(dw, LaneSetF(xc[v]->dx[b])), sum[0][v]);
         }
         if constexpr (LaneFormat<Block>::kMin) {
