@@ -20,7 +20,7 @@
 
 // Per-target helpers.
 #include "simd/legacy_int-inl.h"
-#include "simd/x86_chain-inl.h"  // KeepChain, PrefetchStreamAhead
+#include "simd/x86_chain-inl.h"  // KeepChain, PrefetchStreamAhead, DpbusdAvxVnni
 
 HWY_BEFORE_NAMESPACE();
 namespace kvedge {
@@ -437,14 +437,10 @@ HWY_INLINE LaneI LaneAddChain16(LaneI acc, LaneI x, const char* line) { return K
 HWY_INLINE LaneI LaneAddChain32(LaneI acc, LaneI x, const char* line) { return KeepChainPrefetch(LaneAdd32(acc, x), line); }
 
 #if HWY_TARGET == HWY_AVX2
-// acc += the 4 u8 × s8 products of each int32 lane in one AVX-VNNI vpdpbusd
-// (VEX form, ymm0–15: see MaddAdd in kv_kernels_avx2-inl.h), exact in
+// acc += the 4 u8 × s8 products of each int32 lane (DpbusdAvxVnni), exact in
 // int32 as vpmaddubsw's int16 pairs summed and widened are when they do not
 // saturate, which the lane codes' bounds above rule out.
-HWY_INLINE LaneI LaneDotVnni(LaneI acc, LaneI u8, LaneI s8) {
-  __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u8), "x"(s8));
-  return acc;
-}
+HWY_INLINE LaneI LaneDotVnni(LaneI acc, LaneI u8, LaneI s8) { return DpbusdAvxVnni(acc, u8, s8); }
 #endif
 
 template <class Block>

@@ -17,7 +17,8 @@
 //   AVX2 (and AVX3 without VNNI, on 256-bit vectors): 8 vpmaddubsw summed in
 //     int16 (pairs ≤ 2·15·127, 8 of them ≤ 30480; Q5_K's ≤ 2·31·128, 4 of
 //     them ≤ 31744), then one vpmaddwd against the (scale, scale) int16
-//     pairs adds sc·dot to S;
+//     pairs adds sc·dot to S; the MatMul tiles on a CPU with AVX-VNNI
+//     (Alder Lake and later, Zen 5) do as AVX3_DL on 256-bit vectors;
 //   the other targets: the same integer sums, row by row (scalar; those
 //     targets keep GGUF's rows: InterleavedWeightsPreferred is false).
 // M = Σ_j min_j·(Σ codes of sub-block j) is 4 int16 pair multiply-adds of
@@ -34,6 +35,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "platform/target_report.h"  // AvxVnniEnabled
 #include "simd/half_inline.h"
 #include "simd/matvec_kquant.h"
 #include "simd/matvec_kquant_interleaved.h"
@@ -367,13 +369,21 @@ HWY_NOINLINE void KTileMatVec(const uint8_t* group, size_t group_bytes, size_t c
 
 // As the VNNI KTile, for MatMul tiles of V ≥ 2 vectors: one half per pass,
 // each code line unpacked once for the V vectors (V = 1: KTileMatVec).
-template <bool kQ5, size_t V>
+// kVnni (AVX2 with AVX-VNNI, AvxVnniEnabled()): as AVX3_DL, the 8 lines of
+// a sub-block go into an int32 dot per row by vpdpbusd (DpbusdAvxVnni), then
+// times the row's scale (vpmulld) into S: 10 operations per sub-block and
+// vector where vpmaddubsw's int16 chain takes 17 (Q5_K 18). The sums are
+// the same exact integers, so the result is the same bit for bit. Zen 5,
+// KVEDGE_SIMD=AVX2_VNNI, new ÷ old: MatMul/q4_k.il16/2048x2048 batch 2
+// 0.87x, batch 8 0.98x; q5_k 0.86x, 0.90x (docs/model-kernels.md).
+template <bool kQ5, size_t V, bool kVnni = false>
 HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb, const KChunk* xc,
                         float* y, size_t y_stride, size_t row0, size_t valid_rows) {
   if constexpr (V == 1) {
     KTileMatVec<kQ5>(group, group_bytes, cb, nsb, xc, y, row0, valid_rows);
   } else {
     const __m256i nibble = _mm256_set1_epi8(15);
+    const __m256i byte = _mm256_set1_epi32(0xFF);
     for (size_t h = 0; h * kHalfRows < valid_rows; ++h) {
       const size_t first = h * kHalfRows, rows = std::min(kHalfRows, valid_rows - first);
       __m256 sum[V];
@@ -392,12 +402,16 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, siz
         // vectors, the int16 sums in chain order (V accumulators: with both
         // nibbles of a line at once, 2V of them spilled at V = 4), kPerSum
         // lines per vpmaddwd.
-        constexpr size_t kPerSum = kQ5 ? 4 : 8;
+        // With AVX-VNNI the lines' dots add up in int32 (8 lines ≤ 8·4·31·128).
+        constexpr size_t kPerSum = kQ5 && !kVnni ? 4 : 8;
 #pragma GCC unroll 8
         for (size_t j = 0; j < 8; ++j) {
           const uint8_t* lines = sb + kILKCodesOffset + 64 * 8 * (j / 2) + 32 * h;
-          const __m256i sc = SubBlockScale(hs, j, PairPattern(j % 4));
-          __m256i pairs[V];
+          // (sc, sc) int16 pairs for vpmaddwd, or sc in each int32 lane for vpmulld.
+          const __m256i sc = kVnni ? _mm256_and_si256(_mm256_srli_epi32(j < 4 ? hs.sc03 : hs.sc47,
+                                                                        static_cast<int>(8 * (j % 4))), byte)
+                                   : SubBlockScale(hs, j, PairPattern(j % 4));
+          __m256i pairs[V];  // [v] the int16 chain, or (kVnni) the int32 dot
 #pragma GCC unroll 8
           for (size_t k = 0; k < 8; ++k) {
             const __m256i line = Load256(lines + 64 * k);
@@ -409,9 +423,15 @@ HWY_NOINLINE void KTile(const uint8_t* group, size_t group_bytes, size_t cb, siz
             }
 #pragma GCC unroll 8
             for (size_t v = 0; v < V; ++v) {
-              const __m256i dot = _mm256_maddubs_epi16(w, _mm256_set1_epi32(LoadU32(xc[v].a[s].qs + 32 * j + 4 * k)));
-              pairs[v] = k % kPerSum == 0 ? dot : AddChain16(pairs[v], dot);
-              if (k % kPerSum == kPerSum - 1) isum[v] = AddChain32(isum[v], _mm256_madd_epi16(pairs[v], sc));
+              const __m256i x = _mm256_set1_epi32(LoadU32(xc[v].a[s].qs + 32 * j + 4 * k));
+              if constexpr (kVnni) {
+                pairs[v] = DpbusdAvxVnni(k == 0 ? _mm256_setzero_si256() : pairs[v], w, x);
+                if (k == 7) isum[v] = AddChain32(isum[v], _mm256_mullo_epi32(pairs[v], sc));
+              } else {
+                const __m256i dot = _mm256_maddubs_epi16(w, x);
+                pairs[v] = k % kPerSum == 0 ? dot : AddChain16(pairs[v], dot);
+                if (k % kPerSum == kPerSum - 1) isum[v] = AddChain32(isum[v], _mm256_madd_epi16(pairs[v], sc));
+              }
             }
           }
         }
@@ -485,6 +505,11 @@ struct KFormat {
   template <size_t V>
   static void Tile(const MatrixView& /*m*/, const uint8_t* group, size_t group_bytes, size_t cb, size_t nsb,
                    const Chunk* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
+#if HWY_TARGET == HWY_AVX2
+    if (V > 1 && AvxVnniEnabled()) {
+      return KTile<kQ5, V, true>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
+    }
+#endif
     KTile<kQ5, V>(group, group_bytes, cb, nsb, xc, y, y_stride, row0, valid_rows);
   }
 };

@@ -10,8 +10,9 @@
 //     to the top of an unrolled loop body, and a super-block's prefetches in
 //     one burst there read 7.6 GB/s from DRAM where the same spread over the
 //     loop read 12.4; Q4_K, Zen 1);
-// and the software prefetch along a 16-row group's weight stream
-// (PrefetchStreamAhead), for the interleaved MatVec kernels.
+// the software prefetch along a 16-row group's weight stream
+// (PrefetchStreamAhead), for the interleaved MatVec kernels; and on AVX2
+// the AVX-VNNI byte dot product (DpbusdAvxVnni) their MatMul tiles share.
 #if defined(KVEDGE_SIMD_X86_CHAIN_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef KVEDGE_SIMD_X86_CHAIN_INL_H_
 #undef KVEDGE_SIMD_X86_CHAIN_INL_H_
@@ -27,6 +28,19 @@
 HWY_BEFORE_NAMESPACE();
 namespace kvedge {
 namespace HWY_NAMESPACE {
+
+#if HWY_TARGET == HWY_AVX2
+// acc += the 4 u8 × s8 products of each int32 lane, in one AVX-VNNI
+// vpdpbusd (exact in int32). {vex} forces the VEX form: the assembler would
+// otherwise pick AVX512_VNNI's EVEX encoding, which an AVX-VNNI CPU without
+// AVX-512 (Alder Lake) does not execute; "x" keeps the registers in
+// ymm0–15, all VEX can name. Only where AvxVnniEnabled()
+// (platform/target_report.h).
+HWY_INLINE __m256i DpbusdAvxVnni(__m256i acc, __m256i u8, __m256i s8) {
+  __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u8), "x"(s8));
+  return acc;
+}
+#endif
 
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 template <class V>
