@@ -927,18 +927,20 @@ std::vector<CrossRun> CrossRuns(bool with_avx3_dl) {
 }
 
 // Calls `fill(out)` once per run on its target and compares every output
-// with the first as bits; restores the default dispatch.
+// with the first as bits; restores the default dispatch and the AVX-VNNI
+// setting it found.
 template <class Fill>
 void ExpectSameBits(const std::vector<CrossRun>& runs, const std::vector<float>& start, Fill fill,
                     const std::string& what) {
   std::vector<std::vector<float>> out(runs.size(), start);
+  const bool vnni = AvxVnniEnabled();
   for (size_t k = 0; k < runs.size(); ++k) {
     hwy::SetSupportedTargetsForTest(runs[k].target);
     SetAvxVnniEnabled(runs[k].vnni);
     fill(out[k].data());
   }
   hwy::SetSupportedTargetsForTest(0);
-  SetAvxVnniEnabled(true);
+  SetAvxVnniEnabled(vnni);
   for (size_t k = 1; k < runs.size(); ++k) {
     ASSERT_EQ(std::memcmp(out[0].data(), out[k].data(), out[0].size() * sizeof(float)), 0)
         << what << ": run " << k << " (" << hwy::TargetName(runs[k].target) << (runs[k].vnni ? ", AVX-VNNI" : "")

@@ -22,6 +22,7 @@
 #include "simd/model_kernels_ref.h"
 #include "simd/weight_format.h"
 #include "simd/weight_quant.h"
+#include "tests/testing/avx_vnni.h"
 #include "tests/testing/random_weights.h"
 #include "tests/testing/test_scale.h"
 
@@ -210,13 +211,7 @@ void TestInterleavedKMatMulAndThreads() {
                                      RandomKQuantActivations, {{37, 64}, {1, 2, 3, 4, 5, 8, 9, 15}, true});
   };
   run(83);
-  if (HWY_TARGET == HWY_AVX2 && CpuHasAvxVnni()) {
-    struct Restore {
-      ~Restore() { SetAvxVnniEnabled(true); }
-    } restore;
-    SetAvxVnniEnabled(false);
-    run(84);
-  }
+  if (HWY_TARGET == HWY_AVX2 && CpuHasAvxVnni()) WithoutAvxVnni([&] { run(84); });
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -19,6 +19,7 @@
 #include "simd/model_kernels.h"
 #include "simd/model_kernels_ref.h"
 #include "simd/weight_format.h"
+#include "tests/testing/avx_vnni.h"
 #include "tests/testing/random_weights.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -191,13 +192,7 @@ void ExpectLegacyMatMulEqualsMatVec(uint32_t seed) {
 }
 void TestLegacyIntMatMulAndThreads() {
   ExpectLegacyMatMulEqualsMatVec(67);
-  if (HWY_TARGET == HWY_AVX2 && CpuHasAvxVnni()) {
-    struct Restore {
-      ~Restore() { SetAvxVnniEnabled(true); }
-    } restore;
-    SetAvxVnniEnabled(false);
-    ExpectLegacyMatMulEqualsMatVec(68);
-  }
+  if (HWY_TARGET == HWY_AVX2 && CpuHasAvxVnni()) WithoutAvxVnni([] { ExpectLegacyMatMulEqualsMatVec(68); });
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
