@@ -1655,13 +1655,27 @@ KVEDGE_ATTR_VNNI512 HWY_INLINE __m512 GroupTokensF16(const uint8_t* HWY_RESTRICT
   return _mm512_cvtph_ps(w);
 }
 
+// Byte permute for VnniTokenPair: word lanes (2c, 2c+1) ← bytes c and
+// 64 + c of the two sources (odd bytes masked to zero).
+struct VnniPairPerm {
+  uint8_t idx[64];
+  constexpr VnniPairPerm() : idx() {
+    for (int c = 0; c < 16; ++c) {
+      idx[4 * c] = static_cast<uint8_t>(c);
+      idx[4 * c + 2] = static_cast<uint8_t>(64 + c);
+    }
+  }
+};
+constexpr VnniPairPerm kVnniPairPerm;
+
 // Two tokens' 16 code bytes (a: token t, b: token t+1) as int32 lane c =
-// (a_c, b_c) in int16 halves.
-HWY_INLINE __m512i VnniTokenPair(const uint8_t* HWY_RESTRICT a, const uint8_t* HWY_RESTRICT b) {
-  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
-  const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
-  const __m256i xy = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(x, y)), _mm_unpackhi_epi8(x, y), 1);
-  return _mm512_cvtepu8_epi16(xy);
+// (a_c, b_c) in int16 halves: one two-source byte permute (perm:
+// kVnniPairPerm) in place of two unpacks, an insert and a widening.
+KVEDGE_ATTR_VNNI512 HWY_INLINE __m512i VnniTokenPair(const uint8_t* HWY_RESTRICT a, const uint8_t* HWY_RESTRICT b,
+                                                     __m512i perm) {
+  const __m512i x = _mm512_zextsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)));
+  const __m512i y = _mm512_zextsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+  return _mm512_maskz_permutex2var_epi8(kEvenBytes, x, perm, y);
 }
 
 #define KVEDGE_VNNI_VDOT(I)                                                                  \
@@ -1686,6 +1700,7 @@ KVEDGE_ATTR_VNNI512 HWY_INLINE void VnniValueBlock(int d, const uint8_t* HWY_RES
   const size_t half = D / 2;
   const size_t row = kInt4 ? half : D;  // code bytes per token
   const __m512i nibble = _mm512_set1_epi16(0x0F);
+  const __m512i perm = _mm512_loadu_si512(kVnniPairPerm.idx);
   for (size_t c0 = 0; c0 < half; c0 += 16) {
     const size_t jl = c0 / kValueGroup, jh = (c0 + half) / kValueGroup;
     __m512i l0 = _mm512_setzero_si512(), l1 = l0, l2 = l0, l3 = l0, l4 = l0, l5 = l0, l6 = l0, l7 = l0;
@@ -1694,12 +1709,12 @@ KVEDGE_ATTR_VNNI512 HWY_INLINE void VnniValueBlock(int d, const uint8_t* HWY_RES
       const uint8_t* r = block + 2 * tp * row + c0;
       __m512i lo, hi;
       if constexpr (kInt4) {  // byte j: channel j (low nibble), j + D/2 (high)
-        const __m512i x = VnniTokenPair(r, r + row);
+        const __m512i x = VnniTokenPair(r, r + row, perm);
         lo = _mm512_and_si512(x, nibble);
         hi = _mm512_srli_epi16(x, 4);
       } else {
-        lo = VnniTokenPair(r, r + row);
-        hi = VnniTokenPair(r + half, r + row + half);
+        lo = VnniTokenPair(r, r + row, perm);
+        hi = VnniTokenPair(r + half, r + row + half, perm);
       }
       KVEDGE_EACH_SLOT(KVEDGE_VNNI_VDOT)
     }
