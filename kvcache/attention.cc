@@ -26,7 +26,6 @@ struct Gathered {
   const uint8_t* tail_v = nullptr;
   float* rot = nullptr;       // [nb][rope_dim] query rotation per block
   float* tail_rot = nullptr;  // [rope_dim]
-  float* sink_rot = nullptr;  // [rope_dim] R(query position): the sinks carry R(slot)
   KvFormat key_format = KvFormat::kF32;
   KvFormat tail_key_format = KvFormat::kF32;
   int64_t query_position = 0;
@@ -39,21 +38,6 @@ struct Gathered {
 // holding tokens (heavy_used), then the ring's, oldest first.
 int BlockStorage(const KvCachePlan& p, const LayerState& st, int heavy_used, int b) {
   return b < heavy_used ? b : RingStorage(p, RingSlot(p, st, b - heavy_used));
-}
-
-// Sentinel of block_distances: no row holds angles yet.
-constexpr int64_t kNoDistance = std::numeric_limits<int64_t>::min();
-
-// out = cos/sin of the rotation by `distance` (RopeTable::Angles), unless
-// *held says this scratch row already holds them. A step's lanes share
-// their blocks' distances (every kv head, and every layer unless h2o's
-// layers differ), so each row is computed once a step instead of once per
-// lane: RopeTable::Angles was 1.7 % of decode time at depth 16,384
-// (TinyLlama shape, int4).
-void BlockAngles(const RopeTable& rope, int64_t distance, int64_t* held, float* out) {
-  if (*held == distance) return;
-  rope.Angles(distance, out);
-  *held = distance;
 }
 
 // Step 1, gather: block pointers in cache order and the query rotation each
@@ -71,7 +55,6 @@ Gathered GatherBlocks(const CacheView& c, const LayerState& st, const LaneView& 
   g.stride = static_cast<size_t>(p.sinks) + all_blocks * G;
   g.n_slots = static_cast<size_t>(g.sinks) + static_cast<size_t>(g.nb + 1) * G;
   g.rot = ScratchAt<float>(scratch, p.scratch.block_angles);
-  int64_t* distances = ScratchAt<int64_t>(scratch, p.scratch.block_distances);
   g.kblocks = ScratchAt<const uint8_t*>(scratch, p.scratch.block_ptrs);
   g.vblocks = g.kblocks + all_blocks;
   g.query_position = absolute ? st.seen - 1 : st.Held() - 1;
@@ -91,15 +74,11 @@ Gathered GatherBlocks(const CacheView& c, const LayerState& st, const LaneView& 
     }
     g.kblocks[b] = lane.key_block(storage);
     g.vblocks[b] = lane.value_block(storage);
-    BlockAngles(*c.rope, pq - pb + phase, distances + b, g.rot + static_cast<size_t>(b) * rd);
+    c.rope->Angles(pq - pb + phase, g.rot + static_cast<size_t>(b) * rd);
   }
   const int64_t tail_pb = absolute ? st.tail_start : ring_base + static_cast<int64_t>(st.ring_count) * G;
   g.tail_rot = g.rot + static_cast<size_t>(g.nb) * rd;
-  BlockAngles(*c.rope, pq - tail_pb + BlockPhase(p, st.tail_start), distances + g.nb, g.tail_rot);
-  if (g.sinks > 0) {  // the row after every block's: no block's row can hold it
-    g.sink_rot = g.rot + all_blocks * rd;
-    BlockAngles(*c.rope, pq, distances + all_blocks, g.sink_rot);
-  }
+  c.rope->Angles(pq - tail_pb + BlockPhase(p, st.tail_start), g.tail_rot);
   g.tail_k = lane.tail_keys();
   g.tail_v = lane.tail_values();
   g.key_format = p.key_format;
@@ -121,10 +100,12 @@ void ScoreSlots(const CacheView& c, const Gathered& g, const LaneView& lane, con
   if (g.sinks > 0) {
     // Sinks sit at 0..S−1 in f32 and carry R(slot): rotate the query instead.
     float* qrot = ScratchAt<float>(scratch, p.scratch.query);
+    float* sink_angles = qrot + d;
     const float* sink_k = lane.sink_keys();
+    c.rope->Angles(g.query_position, sink_angles);
     for (int head = 0; head < group; ++head) {
       float* row = scores + static_cast<size_t>(head) * g.stride;
-      RopeRotate(d, rd, g.sink_rot, q + static_cast<size_t>(head) * d, qrot);
+      RopeRotate(d, rd, sink_angles, q + static_cast<size_t>(head) * d, qrot);
       for (int i = 0; i < g.sinks; ++i) row[i] = scale * DotF32(qrot, sink_k + static_cast<size_t>(i) * d, d);
     }
   }
@@ -232,11 +213,6 @@ void AttendLane(const CacheView& c, const Eviction& eviction, const LayerState& 
   }
   AccumulateValues(p, g, lane, scores, out);
   if (report) eviction.OnAttention(p, st, lane, prob_sum + g.sinks);
-}
-
-void ForgetBlockAngles(const KvCachePlan& p, uint8_t* scratch) {
-  int64_t* distances = ScratchAt<int64_t>(scratch, p.scratch.block_distances);
-  std::fill(distances, distances + p.scratch.block_distances.bytes / sizeof(int64_t), kNoDistance);
 }
 
 void PrefetchLane(const CacheView& c, const LayerState& st, int layer, int kv_head) {

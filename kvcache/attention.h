@@ -15,11 +15,6 @@ namespace kvedge::kv {
 void AttendLane(const CacheView& c, const Eviction& eviction, const LayerState& st, int layer, int kv_head,
                 const float* q, float* out, uint8_t* scratch);
 
-// Marks a thread's scratch as holding no block rotations. AttendLane keeps
-// each block's rotation in the scratch for the next lane with the same
-// distance: call this once per scratch before its first AttendLane.
-void ForgetBlockAngles(const KvCachePlan& p, uint8_t* scratch);
-
 // Starts loading (L2 prefetches) what AttendLane reads first of a lane: its
 // sink keys and first kKvPrefetchBlocks key blocks in cache order, which
 // the score kernel's own look-ahead never covers. Call it one lane ahead.

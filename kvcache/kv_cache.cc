@@ -38,9 +38,6 @@ StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCachePlan& plan, Memo
   }
   c->rope_ = RopeTable(c->rope_freqs_.data(), plan.shape.rope_dim, plan.capacity + G, rope_storage);
   c->scratch_ = c->lanes_ + static_cast<size_t>(plan.lanes()) * plan.lane_bytes + plan.rope_table_bytes;
-  for (int t = 0; t < plan.max_threads; ++t) {
-    kv::ForgetBlockAngles(plan, c->scratch_ + static_cast<size_t>(t) * plan.scratch_bytes_per_thread);
-  }
   c->layers_.resize(static_cast<size_t>(plan.shape.n_layers));
   for (auto& st : c->layers_) st.ring_start.assign(static_cast<size_t>(std::max(plan.ring_blocks, 1)), 0);
   return c;

@@ -67,8 +67,7 @@ ScratchLayout LayOutScratch(const KvCachePlan& p) {
   RegionCursor c;
   ScratchLayout s;
   s.scores = c.Take((group + 1) * slots * sizeof(float));
-  s.block_angles = c.Take((blocks + 1) * static_cast<size_t>(p.shape.rope_dim) * sizeof(float));
-  s.block_distances = c.Take((blocks + 1) * sizeof(int64_t));
+  s.block_angles = c.Take(blocks * static_cast<size_t>(p.shape.rope_dim) * sizeof(float));
   s.block_ptrs = c.Take(2 * blocks * sizeof(void*));
   s.query = c.Take(2 * d * sizeof(float));
   s.reordered = c.Take((group + 1) * d * sizeof(float));

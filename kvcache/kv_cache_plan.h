@@ -157,10 +157,9 @@ struct LaneLayout {
 // operation, disjoint (an operation may call another) and 64-byte aligned.
 struct ScratchLayout {
   Region scores;        // attend: [group + 1][slots] f32 scores per query head, then head-summed probabilities
-  Region block_angles;  // attend: [blocks + 1][rope_dim] f32 query rotation per block, then the sinks'
-  Region block_distances;  // attend: [blocks + 1] int64 the distance each block_angles row holds (kept across lanes)
+  Region block_angles;  // attend: [blocks][rope_dim] f32 query rotation per block
   Region block_ptrs;    // attend: [2][blocks] key then value block pointers
-  Region query;         // attend: rotated query [D]; append: rotated key [D] + angles [D]
+  Region query;         // attend: rotated query [D] + sink angles [D]; append: rotated key [D] + angles [D]
   Region reordered;     // NEOX models: attend [group][D] queries, append [D] key, in the cache's channel order
   Region stage_keys;    // [G][D] f32: append (re-encoding a quantized tail), seal, h2o merge
   Region stage_values;  // [G][D] f32

@@ -190,8 +190,7 @@ std::vector<std::pair<const char*, Region>> LaneRegions(const LaneLayout& l) {
 }
 
 std::vector<std::pair<const char*, Region>> ScratchRegions(const ScratchLayout& s) {
-  return {{"scores", s.scores}, {"block_angles", s.block_angles},
-          {"block_distances", s.block_distances}, {"block_ptrs", s.block_ptrs},
+  return {{"scores", s.scores}, {"block_angles", s.block_angles}, {"block_ptrs", s.block_ptrs},
           {"query", s.query}, {"reordered", s.reordered}, {"stage_keys", s.stage_keys}, {"stage_values", s.stage_values},
           {"stage_tmp", s.stage_tmp}, {"slow_keys", s.slow_keys}, {"candidates", s.candidates},
           {"cand_scores", s.cand_scores}, {"cand_ids", s.cand_ids}, {"cand_index", s.cand_index},
@@ -257,8 +256,7 @@ TEST(KvCachePlanTest, LayoutRegionsAreInsideAndDisjoint) {
             const size_t all = blocks + 1, merge = plan->heavy_blocks * kKvBlockTokens + kKvBlockTokens;
             const size_t group = 4;
             EXPECT_EQ(s.scores.bytes, (group + 1) * (plan->sinks + all * kKvBlockTokens) * sizeof(float)) << where;
-            EXPECT_EQ(s.block_angles.bytes, (all + 1) * static_cast<size_t>(head_dim) * sizeof(float)) << where;
-            EXPECT_EQ(s.block_distances.bytes, (all + 1) * sizeof(int64_t)) << where;
+            EXPECT_EQ(s.block_angles.bytes, all * static_cast<size_t>(head_dim) * sizeof(float)) << where;
             EXPECT_EQ(s.block_ptrs.bytes, 2 * all * sizeof(void*)) << where;
             EXPECT_EQ(s.reordered.bytes, (group + 1) * d * sizeof(float)) << where;
             EXPECT_EQ(s.stage_keys.bytes, kKvBlockTokens * d * sizeof(float)) << where;
