@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "simd/kv_kernels.h"
+
 namespace kvedge {
 
 void DefaultRopeFrequencies(double base, int rope_dim, double* freqs) {
@@ -35,18 +37,12 @@ RopeTable::RopeTable(const double* freqs, int rope_dim, int max_distance, float*
 }
 
 void RopeTable::Angles(int64_t d, float* out) const {
-  const int half = rope_dim_ / 2;
   if (d < 0 || d > max_distance_) {
     RopeAnglesFromFrequencies(freqs_, rope_dim_, d, out);
     return;
   }
-  const float* a = coarse_ + static_cast<size_t>(d / kFine) * rope_dim_;
-  const float* b = fine_ + static_cast<size_t>(d % kFine) * rope_dim_;
-  for (int i = 0; i < half; ++i) {
-    const float ca = a[i], sa = a[half + i], cb = b[i], sb = b[half + i];
-    out[i] = ca * cb - sa * sb;         // cos(α+β)
-    out[half + i] = sa * cb + ca * sb;  // sin(α+β)
-  }
+  RopeAnglesSum(rope_dim_, coarse_ + static_cast<size_t>(d / kFine) * rope_dim_,
+                fine_ + static_cast<size_t>(d % kFine) * rope_dim_, out);
 }
 
 }  // namespace kvedge

@@ -337,6 +337,26 @@ void RopeRotate(int dim, int rope_dim, const float* angles, const float* x, floa
   RotatePairs(half, x0, x1, angles, out);
 }
 
+// The angle sum as a complex product, 16 pairs per step (rope_dim 64: two);
+// the rest, for half not a multiple of the step, scalar as the reference.
+void RopeAnglesSum(int rope_dim, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b,
+                   float* HWY_RESTRICT out) {
+  const hn::CappedTag<float, 16> df;
+  const size_t N = hn::Lanes(df);
+  const size_t half = static_cast<size_t>(rope_dim) / 2;
+  size_t i = 0;
+  for (; i + N <= half; i += N) {
+    const auto ca = hn::LoadU(df, a + i), sa = hn::LoadU(df, a + half + i);
+    const auto cb = hn::LoadU(df, b + i), sb = hn::LoadU(df, b + half + i);
+    hn::StoreU(hn::MulSub(ca, cb, hn::Mul(sa, sb)), df, out + i);
+    hn::StoreU(hn::MulAdd(sa, cb, hn::Mul(ca, sb)), df, out + half + i);
+  }
+  for (; i < half; ++i) {
+    out[i] = a[i] * b[i] - a[half + i] * b[half + i];
+    out[half + i] = a[half + i] * b[i] + a[i] * b[half + i];
+  }
+}
+
 // ---------------------------------------------------------------- scores
 
 // One key block: out[t] = scale·(Σ_c qs[c]·code(c, t) + bias) for t < 32.
@@ -1956,6 +1976,7 @@ HWY_EXPORT(SoftmaxInPlace);
 HWY_EXPORT(MultiKernelsQuantize);
 HWY_EXPORT(MultiValuesQuantize);
 HWY_EXPORT(RopeRotate);
+HWY_EXPORT(RopeAnglesSum);
 
 void EncodeKeyBlock(KvFormat f, int head_dim, const float* src, uint8_t* block) {
   HWY_DYNAMIC_DISPATCH(EncodeKeyBlock)(f, head_dim, src, block);
@@ -1992,6 +2013,9 @@ bool MultiKernelsQuantize() { return HWY_DYNAMIC_DISPATCH(MultiKernelsQuantize)(
 bool MultiValuesQuantize() { return HWY_DYNAMIC_DISPATCH(MultiValuesQuantize)(); }
 void RopeRotate(int dim, int rope_dim, const float* angles, const float* x, float* out) {
   HWY_DYNAMIC_DISPATCH(RopeRotate)(dim, rope_dim, angles, x, out);
+}
+void RopeAnglesSum(int rope_dim, const float* a, const float* b, float* out) {
+  HWY_DYNAMIC_DISPATCH(RopeAnglesSum)(rope_dim, a, b, out);
 }
 
 // Double-precision trig per pair, once per block per step: no SIMD gain worth

@@ -167,6 +167,12 @@ void RopeAngles(double base, int rope_dim, int64_t distance, float* out);
 // the rest copied). out may equal x.
 void RopeRotate(int dim, int rope_dim, const float* angles, const float* x, float* out);
 
+// Angles of α+β from those of α and β (both laid out as RopeAngles writes):
+// out[i] = cos α_i·cos β_i − sin α_i·sin β_i, out[half+i] = sin α_i·cos β_i +
+// cos α_i·sin β_i for i < half = rope_dim/2. RopeTable's per-block rotation
+// rows; out aliases neither input.
+void RopeAnglesSum(int rope_dim, const float* a, const float* b, float* out);
+
 }  // namespace kvedge
 
 #endif  // KVEDGE_SIMD_KV_KERNELS_H_

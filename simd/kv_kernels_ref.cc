@@ -226,5 +226,14 @@ void RopeRotate(int dim, int rope_dim, const float* angles, const float* x, floa
   for (int i = 2 * half; i < dim; ++i) out[i] = x[i];
 }
 
+void RopeAnglesSum(int rope_dim, const float* a, const float* b, float* out) {
+  const int half = rope_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const float ca = a[i], sa = a[half + i], cb = b[i], sb = b[half + i];
+    out[i] = ca * cb - sa * sb;         // cos(α+β)
+    out[half + i] = sa * cb + ca * sb;  // sin(α+β)
+  }
+}
+
 }  // namespace ref
 }  // namespace kvedge

@@ -29,6 +29,7 @@ void AccumulateValueBlocksMulti(KvFormat f, int head_dim, const float* weights, 
 float SoftmaxInPlace(float* x, size_t n);
 void RopeAngles(double base, int rope_dim, int64_t distance, float* out);
 void RopeRotate(int dim, int rope_dim, const float* angles, const float* x, float* out);
+void RopeAnglesSum(int rope_dim, const float* a, const float* b, float* out);
 
 // Quantizes n (≤ 32) floats as one group with `bits` per code: computes
 // min and scale = (max − min)/(2^bits − 1), rounds both to f16, then

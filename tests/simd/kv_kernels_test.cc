@@ -424,6 +424,22 @@ void TestRopeKernels() {
     ASSERT_NEAR(ang[i], static_cast<float>(std::cos(a)), 1e-6f) << i;
     ASSERT_NEAR(ang[64 + i], static_cast<float>(std::sin(a)), 1e-6f) << i;
   }
+  // RopeAnglesSum vs reference and vs the angle sum in long double, every
+  // pair count (vector steps and scalar rest), unaligned.
+  for (int rope_dim = 2; rope_dim <= kMaxHeadDim; rope_dim += 2) {
+    const int64_t da = static_cast<int64_t>(rng() % 100000) * 64, db = static_cast<int64_t>(rng() % 64);
+    std::vector<float> a(rope_dim + 1), b(rope_dim + 1), fast(rope_dim + 1), slow(rope_dim);
+    RopeAngles(10000.0, rope_dim, da, a.data() + 1);
+    RopeAngles(10000.0, rope_dim, db, b.data() + 1);
+    RopeAnglesSum(rope_dim, a.data() + 1, b.data() + 1, fast.data() + 1);
+    ref::RopeAnglesSum(rope_dim, a.data() + 1, b.data() + 1, slow.data());
+    for (int i = 0; i < rope_dim; ++i) ASSERT_NEAR(fast[i + 1], slow[i], 3e-7f) << rope_dim << " " << i;
+    for (int i = 0; i < rope_dim / 2; ++i) {
+      const long double angle = std::pow(10000.0L, -2.0L * i / rope_dim) * static_cast<long double>(da + db);
+      ASSERT_NEAR(fast[i + 1], static_cast<float>(std::cos(angle)), 1e-6f) << rope_dim << " " << i;
+      ASSERT_NEAR(fast[rope_dim / 2 + i + 1], static_cast<float>(std::sin(angle)), 1e-6f) << rope_dim << " " << i;
+    }
+  }
   // RopeRotate vs reference, partial rope_dim, unaligned, in place.
   for (int d : kt::kHeadDims) {
     for (int rope_dim : {d, d / 2, 2}) {
