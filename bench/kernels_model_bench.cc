@@ -98,9 +98,9 @@ void BM_MatVec(benchmark::State& state, WeightType type, WeightLayout layout, si
 // matrix still gets partial L3 hits from the previous iteration). Bytes/s
 // against MemoryRead is the decode-relevant fraction; with a batch (decode
 // streams stepped together) the kernel should stop waiting on DRAM.
-void BM_MatMulStream(benchmark::State& state, WeightType type, WeightLayout layout, int threads, size_t batch) {
-  constexpr size_t kRows = 32000, kCols = 2048;
-  const BenchMatrix first(type, layout, kRows, kCols);
+void BM_MatMulStream(benchmark::State& state, WeightType type, WeightLayout layout, int threads, size_t batch,
+                     size_t rows, size_t cols) {
+  const BenchMatrix first(type, layout, rows, cols);
   const size_t bytes = first.bytes();
   const size_t copies = ((size_t{512} << 20) + bytes - 1) / bytes;
   std::vector<AlignedBuffer> storage;
@@ -108,8 +108,8 @@ void BM_MatMulStream(benchmark::State& state, WeightType type, WeightLayout layo
     storage.push_back(AlignedBuffer::Allocate(bytes, "bench matrix copy").value());
     std::memcpy(storage.back().data(), first.view().data, bytes);
   }
-  const std::vector<float> x = RandomInput(batch * kCols);  // [batch][cols]
-  std::vector<float> y(batch * kRows);                        // [batch][rows]
+  const std::vector<float> x = RandomInput(batch * cols);  // [batch][cols]
+  std::vector<float> y(batch * rows);                        // [batch][rows]
   std::unique_ptr<ThreadArena> arena;
   if (threads > 1) arena = ThreadArena::Create(threads).value();
   size_t i = 0;
@@ -172,8 +172,8 @@ int RegisterAll() {
   for (const auto& [t, layout] : formats) {
     if (GetWeightFormat(t).kernel == WeightKernel::kFloat) continue;
     const std::string name = "MatVec/" + FormatName(t, layout) + "/32000x2048/dram";
-    benchmark::RegisterBenchmark(name.c_str(), BM_MatMulStream, t, layout, 1, 1)->UseRealTime();
-    benchmark::RegisterBenchmark((name + "/threads:2").c_str(), BM_MatMulStream, t, layout, 2, 1)->UseRealTime();
+    benchmark::RegisterBenchmark(name.c_str(), BM_MatMulStream, t, layout, 1, 1, 32000, 2048)->UseRealTime();
+    benchmark::RegisterBenchmark((name + "/threads:2").c_str(), BM_MatMulStream, t, layout, 2, 1, 32000, 2048)->UseRealTime();
   }
   // Batched decode from DRAM (issue 16): the formats of TinyLlama Q4_0 and Q4_K_M.
   for (const auto& [t, layout] : formats) {
@@ -181,7 +181,14 @@ int RegisterAll() {
     if (!q4_0_il && GetWeightFormat(t).kernel != WeightKernel::kInt8K) continue;
     for (size_t batch : {4u, 8u, 16u}) {
       const std::string name = "MatMul/" + FormatName(t, layout) + "/32000x2048/dram/batch:" + std::to_string(batch);
-      benchmark::RegisterBenchmark(name.c_str(), BM_MatMulStream, t, layout, 1, batch)->UseRealTime();
+      benchmark::RegisterBenchmark(name.c_str(), BM_MatMulStream, t, layout, 1, batch, 32000, 2048)->UseRealTime();
+    }
+    // The decode step's other matrices (q/o, k/v, gate/up, down), each from DRAM, at 8 streams.
+    for (const auto& s : shapes) {
+      if (s[0] == 32000) continue;
+      const std::string name = "MatMul/" + FormatName(t, layout) + "/" + std::to_string(s[0]) + "x" +
+                               std::to_string(s[1]) + "/dram/batch:8";
+      benchmark::RegisterBenchmark(name.c_str(), BM_MatMulStream, t, layout, 1, 8, s[0], s[1])->UseRealTime();
     }
   }
   for (const auto& [t, layout] : formats) {

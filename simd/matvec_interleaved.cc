@@ -184,10 +184,11 @@ KVEDGE_ATTR_VNNI512 HWY_INLINE void LoadLaneCodes(const uint8_t* codes, __m512i*
 // y[v·y_stride + row0 + r] (r < valid_rows) for V vectors over chunk
 // blocks [0, nb): group points at the group's bytes (group_bytes each, the
 // next group right after), cb is the chunk's first block; the sums continue
-// from y when cb > 0 (same order as one pass).
+// from y when cb > 0 (same order as one pass). xc: the V vectors' chunks, one
+// array (one base register for all their broadcasts).
 template <class Block, size_t V, bool kVnni = false>
 KVEDGE_ATTR_VNNI512 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nb,
-                                               const LaneChunk* const* xc, float* y, size_t y_stride, size_t row0,
+                                               const LaneChunk* xc, float* y, size_t y_stride, size_t row0,
                                                size_t valid_rows) {
   constexpr size_t kVecs = kQuantBlock / 4;  // code vectors per block: 4 weights per lane each
   const __mmask16 mask = static_cast<__mmask16>((1u << valid_rows) - 1);
@@ -242,24 +243,24 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t grou
     // 2048 columns, standalone copy, 213–226 → 256–258 GMAC/s from L3).
     __m512i acc[V];
 #pragma GCC unroll 16
-    for (size_t v = 0; v < V; ++v) acc[v] = _mm512_set1_epi32(xc[v]->corr[b]);
+    for (size_t v = 0; v < V; ++v) acc[v] = _mm512_set1_epi32(xc[v].corr[b]);
 #pragma GCC unroll 8
     for (size_t i = 0; i < kVecs; ++i) {
 #pragma GCC unroll 16
       for (size_t v = 0; v < V; ++v) {
-        acc[v] = DpbusdBroadcast(acc[v], w[i], xc[v]->q + b * kQuantBlock + LaneCodeColumn<Block>(i));
+        acc[v] = DpbusdBroadcast(acc[v], w[i], xc[v].q + b * kQuantBlock + LaneCodeColumn<Block>(i));
       }
     }
 #pragma GCC unroll 16
     for (size_t v = 0; v < V; ++v) {
-      const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xc[v]->dx[b]));
+      const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xc[v].dx[b]));
       sum[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[v]), s, sum[v]);
     }
     if constexpr (LaneFormat<Block>::kMin) {
       const __m512 mw = _mm512_cvtph_ps(_mm256_load_si256(
           reinterpret_cast<const __m256i*>(group + InterleavedMinOffset(kType, cb + b))));
 #pragma GCC unroll 16
-      for (size_t v = 0; v < V; ++v) sum[v] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xc[v]->sx[b]), sum[v]);
+      for (size_t v = 0; v < V; ++v) sum[v] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xc[v].sx[b]), sum[v]);
     }
   }
 #pragma GCC unroll 16
@@ -606,7 +607,7 @@ HWY_INLINE void LaneBlockDotsBothFifth(const uint8_t* codes, const int8_t* q, co
 // than two 4-vector tiles, AVX2).
 template <class Block, size_t V, bool kVnni = false>
 HWY_NOINLINE void LaneTile(const uint8_t* group, [[maybe_unused]] size_t group_bytes, size_t cb, size_t nb,
-                           const LaneChunk* const* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
+                           const LaneChunk* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
   constexpr WeightType kType = LaneFormat<Block>::kType;
   constexpr size_t kHalves = kInterleaveRows / kLaneRows;
   constexpr size_t kPerPass = V == 1 ? kHalves : 1;  // halves per pass
@@ -637,17 +638,17 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, [[maybe_unused]] size_t group_b
                             (at < chunk_bytes ? at : group_bytes + at - chunk_bytes);
         LaneI isum[2];
         if constexpr (kLaneFifth<Block>) {
-          LaneBlockDotsBothFifth<Block>(codes, xc[0]->q + b * kQuantBlock, ahead, isum);
+          LaneBlockDotsBothFifth<Block>(codes, xc[0].q + b * kQuantBlock, ahead, isum);
         } else {
-          LaneBlockDotsBoth<Block>(codes, xc[0]->q + b * kQuantBlock, ahead, isum);
+          LaneBlockDotsBoth<Block>(codes, xc[0].q + b * kQuantBlock, ahead, isum);
         }
         for (size_t i = 0; i < 2; ++i) {
-          if constexpr (kLaneOffset<Block> != 0) isum[i] = LaneAdd32(isum[i], LaneSet32(xc[0]->corr[b]));
+          if constexpr (kLaneOffset<Block> != 0) isum[i] = LaneAdd32(isum[i], LaneSet32(xc[0].corr[b]));
           const LaneF dw = LaneScales(scales + 2 * kLaneRows * i);
-          sum[i][0] = LaneFma(isum[i], LaneMulF(dw, LaneSetF(xc[0]->dx[b])), sum[i][0]);
+          sum[i][0] = LaneFma(isum[i], LaneMulF(dw, LaneSetF(xc[0].dx[b])), sum[i][0]);
           if constexpr (LaneFormat<Block>::kMin) {
             const LaneF mw = LaneScales(group + InterleavedMinOffset(kType, cb + b) + 2 * kLaneRows * i);
-            sum[i][0] = LaneFmaF(mw, LaneSetF(xc[0]->sx[b]), sum[i][0]);
+            sum[i][0] = LaneFmaF(mw, LaneSetF(xc[0].sx[b]), sum[i][0]);
           }
         }
         continue;
@@ -665,7 +666,7 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, [[maybe_unused]] size_t group_b
         LaneI acc[V];  // int16 pair chains; kVnni: int32 sums from the offset sum on
         if constexpr (kVnni) {
 #pragma GCC unroll 8
-          for (size_t v = 0; v < V; ++v) acc[v] = LaneSet32(kLaneOffset<Block> != 0 ? xc[v]->corr[b] : 0);
+          for (size_t v = 0; v < V; ++v) acc[v] = LaneSet32(kLaneOffset<Block> != 0 ? xc[v].corr[b] : 0);
         }
 #pragma GCC unroll 4
         for (size_t j = 0; j < 4; ++j) {
@@ -673,7 +674,7 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, [[maybe_unused]] size_t group_b
           LoadLaneNibbles<Block, 0>(codes + 64 * j, h0, LaneSet8(0), LaneSet8(0), w);  // w[0], w[1]: vectors 2j, 2j + 1
 #pragma GCC unroll 8
           for (size_t v = 0; v < V; ++v) {
-            const int8_t* q = xc[v]->q + b * kQuantBlock;
+            const int8_t* q = xc[v].q + b * kQuantBlock;
             const LaneI a_lo = LaneActivations<Block>(q, 2 * j), a_hi = LaneActivations<Block>(q, 2 * j + 1);
             if constexpr (kVnni) {
               acc[v] = LaneDotVnni(LaneDotVnni(acc[v], w[0], a_lo), w[1], a_hi);
@@ -688,13 +689,13 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, [[maybe_unused]] size_t group_b
           LaneI isum = acc[v];
           if constexpr (!kVnni) {
             isum = LaneWiden(isum);
-            if constexpr (kLaneOffset<Block> != 0) isum = LaneAdd32(isum, LaneSet32(xc[v]->corr[b]));
+            if constexpr (kLaneOffset<Block> != 0) isum = LaneAdd32(isum, LaneSet32(xc[v].corr[b]));
           }
-          sum[0][v] = LaneFma(isum, LaneMulF(dw, LaneSetF(xc[v]->dx[b])), sum[0][v]);
+          sum[0][v] = LaneFma(isum, LaneMulF(dw, LaneSetF(xc[v].dx[b])), sum[0][v]);
         }
         if constexpr (LaneFormat<Block>::kMin) {
           const LaneF mw = LaneScales(group + InterleavedMinOffset(kType, cb + b) + 2 * kLaneRows * h0);
-          for (size_t v = 0; v < V; ++v) sum[0][v] = LaneFmaF(mw, LaneSetF(xc[v]->sx[b]), sum[0][v]);
+          for (size_t v = 0; v < V; ++v) sum[0][v] = LaneFmaF(mw, LaneSetF(xc[v].sx[b]), sum[0][v]);
         }
         continue;
       }
@@ -704,13 +705,13 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, [[maybe_unused]] size_t group_b
         LoadLaneCodes<Block>(codes, h0 + i, w);
         const LaneF dw = LaneScales(scales + 2 * kLaneRows * (h0 + i));
         for (size_t v = 0; v < V; ++v) {
-          LaneI isum = LaneBlockDotT<Block, kVnni>(w, xc[v]->q + b * kQuantBlock);
-          if constexpr (kLaneOffset<Block> != 0) isum = LaneAdd32(isum, LaneSet32(xc[v]->corr[b]));
-          sum[i][v] = LaneFma(isum, LaneMulF(dw, LaneSetF(xc[v]->dx[b])), sum[i][v]);
+          LaneI isum = LaneBlockDotT<Block, kVnni>(w, xc[v].q + b * kQuantBlock);
+          if constexpr (kLaneOffset<Block> != 0) isum = LaneAdd32(isum, LaneSet32(xc[v].corr[b]));
+          sum[i][v] = LaneFma(isum, LaneMulF(dw, LaneSetF(xc[v].dx[b])), sum[i][v]);
         }
         if constexpr (LaneFormat<Block>::kMin) {
           const LaneF mw = LaneScales(group + InterleavedMinOffset(kType, cb + b) + 2 * kLaneRows * (h0 + i));
-          for (size_t v = 0; v < V; ++v) sum[i][v] = LaneFmaF(mw, LaneSetF(xc[v]->sx[b]), sum[i][v]);
+          for (size_t v = 0; v < V; ++v) sum[i][v] = LaneFmaF(mw, LaneSetF(xc[v].sx[b]), sum[i][v]);
         }
       }
     }
@@ -794,7 +795,7 @@ HWY_INLINE void LaneBlockDots(const uint8_t* codes, size_t sub, const int8_t* q,
 
 template <class Block, size_t V, bool kVnni = false>
 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t /*group_bytes*/, size_t cb, size_t nb,
-                           const LaneChunk* const* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
+                           const LaneChunk* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
   const hn::CappedTag<float, kInterleaveRows> df;
   const size_t n = hn::Lanes(df);
   HWY_ALIGN float sum[V][kInterleaveRows];  // [vector][row] running sums
@@ -807,12 +808,12 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, size_t /*group_bytes*/, size_t 
     HWY_ALIGN float dw[kInterleaveRows];
     HalvesToFloats(reinterpret_cast<const uint16_t*>(group + InterleavedScaleOffset(kType, cb + b)), dw);
     for (size_t v = 0; v < V; ++v) {
-      const int8_t* q = xc[v]->q + b * kQuantBlock;
+      const int8_t* q = xc[v].q + b * kQuantBlock;
       for (size_t sub = 0; sub < kInterleaveRows; sub += n) {
         HWY_ALIGN int32_t isum[kInterleaveRows];
-        LaneBlockDots<Block>(codes, sub, q, xc[v]->corr[b], isum);
+        LaneBlockDots<Block>(codes, sub, q, xc[v].corr[b], isum);
         const hn::Rebind<int32_t, decltype(df)> di32;
-        const auto s = hn::Mul(hn::Load(df, dw + sub), hn::Set(df, xc[v]->dx[b]));
+        const auto s = hn::Mul(hn::Load(df, dw + sub), hn::Set(df, xc[v].dx[b]));
         hn::Store(hn::MulAdd(hn::ConvertTo(df, hn::Load(di32, isum)), s, hn::Load(df, sum[v] + sub)), df,
                   sum[v] + sub);
       }
@@ -822,7 +823,7 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, size_t /*group_bytes*/, size_t 
       HalvesToFloats(reinterpret_cast<const uint16_t*>(group + InterleavedMinOffset(kType, cb + b)), mw);
       for (size_t v = 0; v < V; ++v) {
         for (size_t sub = 0; sub < kInterleaveRows; sub += n) {
-          hn::Store(hn::MulAdd(hn::Load(df, mw + sub), hn::Set(df, xc[v]->sx[b]), hn::Load(df, sum[v] + sub)), df,
+          hn::Store(hn::MulAdd(hn::Load(df, mw + sub), hn::Set(df, xc[v].sx[b]), hn::Load(df, sum[v] + sub)), df,
                     sum[v] + sub);
         }
       }
@@ -869,19 +870,17 @@ void LaneMatMulRows(const MatrixView& m, const float* x, size_t n, float* y, siz
         const size_t valid = std::min(kInterleaveRows, row_end - r);
         float* yv = y + v0 * m.rows;
         for (size_t v = 0; v < nv;) {
-          const LaneChunk* xv[kMatMulTile];
-          for (size_t j = 0; j < nv - v; ++j) xv[j] = xc + v + j;
           if (nv - v >= 8) {
-            LaneTile<Block, 8, kVnni>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
+            LaneTile<Block, 8, kVnni>(group, group_bytes, cb, nb, xc + v, yv + v * m.rows, m.rows, r, valid);
             v += 8;
           } else if (nv - v >= 4) {
-            LaneTile<Block, 4, kVnni>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
+            LaneTile<Block, 4, kVnni>(group, group_bytes, cb, nb, xc + v, yv + v * m.rows, m.rows, r, valid);
             v += 4;
           } else if (nv - v >= 2) {
-            LaneTile<Block, 2, kVnni>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
+            LaneTile<Block, 2, kVnni>(group, group_bytes, cb, nb, xc + v, yv + v * m.rows, m.rows, r, valid);
             v += 2;
           } else {
-            LaneTile<Block, 1, kVnni>(group, group_bytes, cb, nb, xv, yv + v * m.rows, m.rows, r, valid);
+            LaneTile<Block, 1, kVnni>(group, group_bytes, cb, nb, xc + v, yv + v * m.rows, m.rows, r, valid);
             v += 1;
           }
         }
