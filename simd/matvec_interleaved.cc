@@ -93,15 +93,25 @@ alignas(16) inline constexpr uint8_t kIq4nlUnsigned[16] = {
     1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
 static_assert(kIq4nlUnsigned[0] == kIq4nlValues[0] + 128 && kIq4nlUnsigned[15] == kIq4nlValues[15] + 128);
 
+// The interleaved kernels quantize activations in chunks of this many
+// 32-blocks (6144 columns; the row-layout kernels' kChunkBlocks is 4096): a
+// matrix of up to 6144 columns streams its groups in one sequential pass, not
+// one strided pass per chunk. TinyLlama's FFN down (5632 columns) in one chunk
+// instead of 4096 + 1536: MatMul/q4_0.il16/2048x5632/dram/batch:8 ~10 % less
+// time (docs/performance.md, twenty-ninth session), although 8 vectors' codes
+// (45 KiB) then fill most of L1.
+constexpr size_t kLaneChunkBlocks = 192;
+constexpr size_t kLaneChunkCols = kLaneChunkBlocks * kQuantBlock;
+
 // One input vector's activations over one column chunk for the interleaved
 // kernels: codes in column order (4 consecutive codes are broadcast against
 // 4 code bytes of each row), per block −offset·Σ codes, so that unsigned
 // lane codes give exact signed dots, and dx·Σ codes for the min term.
 struct LaneChunk {
-  HWY_ALIGN int8_t q[kChunkCols];        // [chunk cols] int8 codes
-  HWY_ALIGN int32_t corr[kChunkBlocks];  // [chunk blocks] −offset·Σ_j q (kLaneOffset)
-  HWY_ALIGN float dx[kChunkBlocks];      // [chunk blocks] scales
-  HWY_ALIGN float sx[kChunkBlocks];      // [chunk blocks] dx·Σ_j q (kMin formats only)
+  HWY_ALIGN int8_t q[kLaneChunkCols];        // [chunk cols] int8 codes
+  HWY_ALIGN int32_t corr[kLaneChunkBlocks];  // [chunk blocks] −offset·Σ_j q (kLaneOffset)
+  HWY_ALIGN float dx[kLaneChunkBlocks];      // [chunk blocks] scales
+  HWY_ALIGN float sx[kLaneChunkBlocks];      // [chunk blocks] dx·Σ_j q (kMin formats only)
 };
 
 // Column offset (inside a block) of the 4 codes that lane code vector i of a
@@ -837,7 +847,7 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, size_t /*group_bytes*/, size_t 
 
 template <class Block>
 HWY_NOINLINE void PrepareLaneChunk(const float* x, size_t nb, LaneChunk* c) {
-  HWY_ALIGN int16_t q16[kChunkCols];  // [chunk cols] codes in column order
+  HWY_ALIGN int16_t q16[kLaneChunkCols];  // [chunk cols] codes in column order
   QuantizeActivations(x, nb, q16, c->dx);
   for (size_t b = 0; b < nb; ++b) {
     int32_t sum = 0;
@@ -862,8 +872,8 @@ void LaneMatMulRows(const MatrixView& m, const float* x, size_t n, float* y, siz
   HWY_ALIGN LaneChunk xc[kMatMulTile];  // [tile vector] chunk activations
   for (size_t v0 = 0; v0 < n; v0 += kMatMulTile) {
     const size_t nv = std::min(kMatMulTile, n - v0);
-    for (size_t cb = 0; cb < nb_row; cb += kChunkBlocks) {
-      const size_t nb = std::min(kChunkBlocks, nb_row - cb);
+    for (size_t cb = 0; cb < nb_row; cb += kLaneChunkBlocks) {
+      const size_t nb = std::min(kLaneChunkBlocks, nb_row - cb);
       for (size_t v = 0; v < nv; ++v) PrepareLaneChunk<Block>(x + (v0 + v) * m.cols + cb * kQuantBlock, nb, xc + v);
       for (size_t r = row_begin; r < row_end; r += kInterleaveRows) {
         const uint8_t* group = base + (r / kInterleaveRows) * group_bytes;

@@ -54,7 +54,8 @@ std::vector<float> RandomVector(size_t n, std::mt19937& rng) {
 }
 
 // Column counts: 1, 3 and 9 blocks (odd: a pair alone on AVX-512), and past
-// the 128-block activation chunk with an odd tail so sums cross chunks.
+// the activation chunks (128 blocks in the row layout, 192 in the interleaved
+// one) with an odd tail so sums cross chunks.
 const size_t kCols[] = {32, 96, 288, 4096 + 32, 8192 + 96};
 
 // |y − model| for row r, and the bounds: f32 evaluation of the integer
@@ -182,7 +183,8 @@ void ExpectLegacyMatMulEqualsMatVec(uint32_t seed) {
   std::mt19937 rng(seed);
   std::unique_ptr<ThreadArena> arena = ThreadArena::Create(3).value();
   for (WeightType t : Int8Types()) {
-    for (size_t cols : {96u, 4096u + 32u}) {
+    // 193 blocks: past the interleaved kernels' 192-block activation chunk.
+    for (size_t cols : {96u, 4096u + 32u, 6144u + 32u}) {
       const TestMatrix il = InterleavedCopy(RandomMatrix(t, 37, cols, rng).view);
       for (size_t n : {2u, 4u, 5u, 9u}) {
         ASSERT_NO_FATAL_FAILURE(ExpectMatMulEqualsMatVec(il.view, RandomVector(n * cols, rng), n, arena.get()));
