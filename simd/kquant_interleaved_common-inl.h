@@ -22,9 +22,13 @@
 namespace kvedge {
 namespace kil {
 
-// Activations are quantized per chunk of this many super-blocks (4096
-// columns) and input vector (a chunk is 5–7 KiB on the stack).
-inline constexpr size_t kChunkSuperBlocks = 16;
+// Activations are quantized per chunk of this many super-blocks (6144
+// columns) and input vector (a chunk is 7.5–10.5 KiB on the stack). A matrix
+// of up to 6144 columns streams its groups in one sequential pass, not one
+// strided pass per chunk: TinyLlama's FFN down (5632 columns) as Q6_K,
+// MatMul/q6_k.il16/2048x5632/dram/batch:8 ~0.8x the time of 4096 + 1536
+// (docs/performance.md, twenty-ninth session).
+inline constexpr size_t kChunkSuperBlocks = 24;
 
 // The int32 holding int16 lo in its low half and hi in its high half: one
 // vpmaddwd / vpdpwssd operand pair of activation sums.

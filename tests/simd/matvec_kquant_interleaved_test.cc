@@ -205,7 +205,8 @@ void TestInterleavedKExtremeBlocks() {
 // On AVX2 with AVX-VNNI the Q4_K/Q5_K tiles run both ways (vpdpbusd, and
 // vpmaddubsw as on CPUs without it).
 void TestInterleavedKMatMulAndThreads() {
-  const size_t long_cols = static_cast<size_t>(ScaledCount(4096 + 768, 768)) / kSuperBlock * kSuperBlock;
+  // 27 super-blocks: past the 24 of an activation chunk.
+  const size_t long_cols = static_cast<size_t>(ScaledCount(6144 + 768, 768)) / kSuperBlock * kSuperBlock;
   const auto run = [&](uint32_t seed) {
     ExpectMatMulEqualsMatVecForTypes({std::begin(kILKTypes), std::end(kILKTypes)}, {512, long_cols}, seed,
                                      RandomKQuantActivations, {{37, 64}, {1, 2, 3, 4, 5, 8, 9, 15}, true});

@@ -165,7 +165,8 @@ void TestInterleavedQ23KExtremeBlocks() {
 // Under qemu and the sanitizers (KVEDGE_TEST_SCALE < 1) the long row
 // shrinks to 768 columns: the same tiles, tails and odd super-block count.
 void TestInterleavedQ23KMatMulAndThreads() {
-  const size_t long_cols = static_cast<size_t>(ScaledCount(4096 + 512, 768)) / kSuperBlock * kSuperBlock;
+  // 26 super-blocks: past the 24 of an activation chunk.
+  const size_t long_cols = static_cast<size_t>(ScaledCount(6144 + 512, 768)) / kSuperBlock * kSuperBlock;
   ExpectMatMulEqualsMatVecForTypes({std::begin(kTypes), std::end(kTypes)}, {512, long_cols}, 83,
                                    RandomKQuantActivations, {{37, 64}, {1, 2, 3, 4, 5, 8, 9, 15}, true});
 }
