@@ -173,7 +173,8 @@ int RegisterAll() {
     if (GetWeightFormat(t).kernel == WeightKernel::kFloat) continue;
     const std::string name = "MatVec/" + FormatName(t, layout) + "/32000x2048/dram";
     benchmark::RegisterBenchmark(name.c_str(), BM_MatMulStream, t, layout, 1, 1, 32000, 2048)->UseRealTime();
-    benchmark::RegisterBenchmark((name + "/threads:2").c_str(), BM_MatMulStream, t, layout, 2, 1, 32000, 2048)->UseRealTime();
+    benchmark::RegisterBenchmark((name + "/threads:2").c_str(), BM_MatMulStream, t, layout, 2, 1, 32000, 2048)
+        ->UseRealTime();
   }
   // Batched decode from DRAM (issue 16): the formats of TinyLlama Q4_0 and Q4_K_M.
   for (const auto& [t, layout] : formats) {
