@@ -93,7 +93,8 @@ void BM_MatVec(benchmark::State& state, WeightType type, WeightLayout layout, si
 }
 
 // MatVec (batch 1) or MatMul straight from DRAM: cycles through copies of a
-// 32000x2048 matrix (the TinyLlama classifier shape) totalling ≥ 512 MiB, so
+// rows × cols matrix (32000x2048: the TinyLlama classifier; the batch-8 rows
+// also take its other shapes) totalling ≥ 512 MiB, so
 // no iteration finds its weights in the 32 MiB-class L3 (a single 37–65 MB
 // matrix still gets partial L3 hits from the previous iteration). Bytes/s
 // against MemoryRead is the decode-relevant fraction; with a batch (decode
