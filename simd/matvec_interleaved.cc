@@ -94,11 +94,12 @@ alignas(16) inline constexpr uint8_t kIq4nlUnsigned[16] = {
 static_assert(kIq4nlUnsigned[0] == kIq4nlValues[0] + 128 && kIq4nlUnsigned[15] == kIq4nlValues[15] + 128);
 
 // The interleaved kernels quantize activations in chunks of this many
-// 32-blocks (6144 columns; the row-layout kernels' kChunkBlocks is 4096): a
-// matrix of up to 6144 columns streams its groups in one sequential pass, not
-// one strided pass per chunk. TinyLlama's FFN down (5632 columns) in one chunk
-// instead of 4096 + 1536: MatMul/q4_0.il16/2048x5632/dram/batch:8 ~10 % less
-// time (docs/performance.md, twenty-ninth session), although 8 vectors' codes
+// 32-blocks (6144 columns; the row-layout kernels' kChunkBlocks is 128 blocks,
+// 4096 columns): a matrix of up to 6144 columns streams its groups in one
+// sequential pass, not one strided pass per chunk. TinyLlama's FFN down (5632
+// columns) in one chunk instead of 4096 + 1536:
+// MatMul/q4_0.il16/2048x5632/dram/batch:8 ~10 % less time
+// (docs/performance.md, twenty-ninth session), although 8 vectors' codes
 // (45 KiB) then fill most of L1.
 constexpr size_t kLaneChunkBlocks = 192;
 constexpr size_t kLaneChunkCols = kLaneChunkBlocks * kQuantBlock;
