@@ -122,6 +122,37 @@ HWY_INLINE constexpr size_t LaneCodeColumn(size_t i) {
   return InterleavedColumn(LaneFormat<Block>::kType, i);
 }
 
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+// The byte `distance` past block cb + b's codes along the stream a tile pass
+// reads: the chunk's span of this group (blocks [cb, cb + nb)), then the
+// same span of the next group, which the caller's next pass reads.
+// (Prefetches past the matrix are dropped, never fault.)
+template <WeightType kType>
+HWY_INLINE const char* LaneStreamAhead(const uint8_t* group, size_t group_bytes, size_t cb, size_t nb, size_t b,
+                                       size_t distance) {
+  const size_t chunk_begin = InterleavedScaleOffset(kType, cb);
+  const size_t chunk_bytes = InterleavedScaleOffset(kType, cb + nb) - chunk_begin;
+  const size_t at = InterleavedCodeOffset(kType, cb + b) - chunk_begin + distance;
+  return reinterpret_cast<const char*>(group) + chunk_begin + (at < chunk_bytes ? at : group_bytes + at - chunk_bytes);
+}
+
+// Batched decode (MatMul tiles) spends V× longer per block than MatVec, and
+// then waits on DRAM without a prefetch 4 KiB ahead of the stream it reads
+// (a q4_0 block's 288 bytes: 5 lines). MatMul/q4_0.il16/32000x2048/dram/
+// batch:8: AVX3_DL 4.0 → 2.6 ms CPU; on a Zen 5 dispatched to AVX2 with
+// AVX-VNNI 6.2 → 4.7 ms, to AVX2 6.7 → 4.7, to AVX3 3.8 → 2.6 (medians of 3,
+// side by side); the 8-stream TinyLlama q4_0 step 115 → 88 ms (AVX2 with
+// AVX-VNNI) and 129 → 94 ms (AVX2). MatVec is bandwidth-bound and measured
+// slower with it. A matrix of several column chunks (FFN down: 5632
+// columns) is read chunk by chunk, so near a span's end the stream continues
+// in the next group's span, not in this group's next chunk.
+template <WeightType kType>
+HWY_INLINE void PrefetchTileBlock(const uint8_t* group, size_t group_bytes, size_t cb, size_t nb, size_t b) {
+  const char* ahead = LaneStreamAhead<kType>(group, group_bytes, cb, nb, b, 4096);
+  for (int l = 0; l < 5; ++l) _mm_prefetch(ahead + 64 * l, _MM_HINT_T0);
+}
+#endif
+
 #if HWY_TARGET == HWY_AVX3_DL
 // acc += vpdpbusd(w, the 4 int8 codes at q broadcast to every lane), with the
 // broadcast in the instruction's memory operand ({1to16}): GCC 12 emits a
@@ -209,10 +240,6 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t grou
     sum[v] = cb == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, y + v * y_stride + row0);
   }
   constexpr WeightType kType = LaneFormat<Block>::kType;
-  // This pass reads the chunk's span of the group, [chunk_begin, +chunk_bytes);
-  // the caller's next pass, the same span of the next group.
-  const size_t chunk_begin = InterleavedScaleOffset(kType, cb);
-  const size_t chunk_bytes = InterleavedScaleOffset(kType, cb + nb) - chunk_begin;
   for (size_t b = 0; b < nb; ++b) {
     const uint8_t* codes = group + InterleavedCodeOffset(kType, cb + b);
     const uint16_t* scales = reinterpret_cast<const uint16_t*>(group + InterleavedScaleOffset(kType, cb + b));
@@ -231,21 +258,7 @@ KVEDGE_ATTR_VNNI512 HWY_NOINLINE void LaneTile(const uint8_t* group, size_t grou
       PrefetchStreamAhead<kStreamPrefetchBytes>(group, group_bytes, cb * half, (cb + nb) * half, (cb + b) * half,
                                                 (cb + b + 1) * half);
     }
-    if constexpr (V > 1) {
-      // Batched decode spends V× longer per block than MatVec, and then waits
-      // on DRAM without a prefetch 4 KiB ahead of the stream it reads (the
-      // block's 288 bytes: 5 lines): 4.0 → 2.6 ms CPU per 32000x2048 matrix
-      // at 8 vectors (MatMul/q4_0.il16/32000x2048/dram/batch:8). MatVec is
-      // bandwidth-bound and measured slower with it. A matrix of several
-      // column chunks (FFN down: 5632 columns) is read chunk by chunk, so
-      // near a span's end the stream continues in the next group's span,
-      // not in this group's next chunk. (Prefetches past the matrix are
-      // dropped, never fault.)
-      const size_t at = InterleavedCodeOffset(kType, cb + b) - chunk_begin + 4096;
-      const char* ahead = reinterpret_cast<const char*>(group) + chunk_begin +
-                          (at < chunk_bytes ? at : group_bytes + at - chunk_bytes);
-      for (int l = 0; l < 5; ++l) _mm_prefetch(ahead + 64 * l, _MM_HINT_T0);
-    }
+    if constexpr (V > 1) PrefetchTileBlock<kType>(group, group_bytes, cb, nb, b);
     LoadLaneCodes<Block>(codes, w);
     const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales)));
     // Code vector outer, input vector inner: V independent vpdpbusd chains
@@ -617,7 +630,7 @@ HWY_INLINE void LaneBlockDotsBothFifth(const uint8_t* codes, const int8_t* q, co
 // more spills (MatMul/q4_0.il16/32000x2048/dram/batch:8 5–10% less CPU time
 // than two 4-vector tiles, AVX2).
 template <class Block, size_t V, bool kVnni = false>
-HWY_NOINLINE void LaneTile(const uint8_t* group, [[maybe_unused]] size_t group_bytes, size_t cb, size_t nb,
+HWY_NOINLINE void LaneTile(const uint8_t* group, size_t group_bytes, size_t cb, size_t nb,
                            const LaneChunk* xc, float* y, size_t y_stride, size_t row0, size_t valid_rows) {
   constexpr WeightType kType = LaneFormat<Block>::kType;
   constexpr size_t kHalves = kInterleaveRows / kLaneRows;
@@ -635,18 +648,17 @@ HWY_NOINLINE void LaneTile(const uint8_t* group, [[maybe_unused]] size_t group_b
     for (size_t b = 0; b < nb; ++b) {
       const uint8_t* codes = group + InterleavedCodeOffset(kType, cb + b);
       const uint8_t* scales = group + InterleavedScaleOffset(kType, cb + b);
+      // MatMul: the first pass over the group streams it, the second (AVX2's
+      // half 1) finds it in cache.
+      if constexpr (V > 1) {
+        if (h0 == 0) PrefetchTileBlock<kType>(group, group_bytes, cb, nb, b);
+      }
 #if HWY_TARGET == HWY_AVX2
       // MatVec: both halves at once (LaneBlockDotsBoth; the 5-bit formats
       // one qs vector at a time, LaneBlockDotsBothFifth).
       if constexpr (V == 1) {
-        // The stream kLanePrefetchBytes ahead: this pass reads the chunk's
-        // span of the group, the next pass the same span of the next group
-        // (prefetches past the matrix are dropped, never fault).
-        const size_t chunk_begin = InterleavedScaleOffset(kType, cb);
-        const size_t chunk_bytes = InterleavedScaleOffset(kType, cb + nb) - chunk_begin;
-        const size_t at = InterleavedCodeOffset(kType, cb + b) - chunk_begin + kLanePrefetchBytes;
-        const char* ahead = reinterpret_cast<const char*>(group) + chunk_begin +
-                            (at < chunk_bytes ? at : group_bytes + at - chunk_bytes);
+        // The stream kLanePrefetchBytes ahead.
+        const char* ahead = LaneStreamAhead<kType>(group, group_bytes, cb, nb, b, kLanePrefetchBytes);
         LaneI isum[2];
         if constexpr (kLaneFifth<Block>) {
           LaneBlockDotsBothFifth<Block>(codes, xc[0].q + b * kQuantBlock, ahead, isum);
