@@ -20,7 +20,7 @@
 
 // Per-target helpers.
 #include "simd/legacy_int-inl.h"
-#include "simd/x86_chain-inl.h"  // KeepChain, PrefetchStreamAhead, DpbusdAvxVnni
+#include "simd/x86_chain-inl.h"  // KeepChain, PrefetchStreamAhead, StreamAt, DpbusdAvxVnni
 
 HWY_BEFORE_NAMESPACE();
 namespace kvedge {
@@ -124,16 +124,14 @@ HWY_INLINE constexpr size_t LaneCodeColumn(size_t i) {
 
 #if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 // The byte `distance` past block cb + b's codes along the stream a tile pass
-// reads: the chunk's span of this group (blocks [cb, cb + nb)), then the
-// same span of the next group, which the caller's next pass reads.
+// reads (StreamAt): the chunk's span of this group (blocks [cb, cb + nb)),
+// then the same span of the next group, which the caller's next pass reads.
 // (Prefetches past the matrix are dropped, never fault.)
 template <WeightType kType>
 HWY_INLINE const char* LaneStreamAhead(const uint8_t* group, size_t group_bytes, size_t cb, size_t nb, size_t b,
                                        size_t distance) {
-  const size_t chunk_begin = InterleavedScaleOffset(kType, cb);
-  const size_t chunk_bytes = InterleavedScaleOffset(kType, cb + nb) - chunk_begin;
-  const size_t at = InterleavedCodeOffset(kType, cb + b) - chunk_begin + distance;
-  return reinterpret_cast<const char*>(group) + chunk_begin + (at < chunk_bytes ? at : group_bytes + at - chunk_bytes);
+  return StreamAt(group, group_bytes, InterleavedScaleOffset(kType, cb), InterleavedScaleOffset(kType, cb + nb),
+                  InterleavedCodeOffset(kType, cb + b) + distance);
 }
 
 // Batched decode (MatMul tiles) spends V× longer per block than MatVec, and
