@@ -45,7 +45,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "simd/kquant_interleaved_common-inl.h"  // kil::, InterleavedKRows
-#include "simd/x86_chain-inl.h"  // PrefetchStreamAhead, StreamAt, kStreamPrefetchBytes
+#include "simd/x86_chain-inl.h"  // KeepChain, PrefetchStreamAhead, StreamAt, kStreamPrefetchBytes
 
 #ifndef KVEDGE_SIMD_MATVEC_Q6K_INTERLEAVED_ONCE_
 #define KVEDGE_SIMD_MATVEC_Q6K_INTERLEAVED_ONCE_
